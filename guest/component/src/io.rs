@@ -1,0 +1,204 @@
+//! Blocking helpers over `wasi:io/streams`.
+
+use sandbox_sync_core::tar_read::Source;
+use sandbox_sync_core::SyncError as CoreError;
+
+use crate::bindings::wasi::io::streams::{InputStream, OutputStream, StreamError};
+
+/// Why a stream operation stopped.
+#[derive(Debug)]
+pub enum StreamFail {
+    /// The other end is gone.
+    Closed,
+    /// The host reported an error.
+    Failed(String),
+}
+
+impl From<StreamError> for StreamFail {
+    fn from(e: StreamError) -> Self {
+        match e {
+            StreamError::Closed => StreamFail::Closed,
+            StreamError::LastOperationFailed(err) => StreamFail::Failed(err.to_debug_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for StreamFail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StreamFail::Closed => f.write_str("stream closed"),
+            StreamFail::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// Writes all of `bytes`, waiting for the stream's budget as needed.
+pub fn write_all(out: &OutputStream, mut bytes: &[u8]) -> Result<(), StreamFail> {
+    while !bytes.is_empty() {
+        let permit = out.check_write()?;
+        if permit == 0 {
+            out.subscribe().block();
+            continue;
+        }
+        let n = usize::try_from(permit)
+            .unwrap_or(usize::MAX)
+            .min(bytes.len());
+        out.write(&bytes[..n])?;
+        bytes = &bytes[n..];
+    }
+    Ok(())
+}
+
+/// Flushes `out` and waits until the host has written everything.
+pub fn flush(out: &OutputStream) -> Result<(), StreamFail> {
+    out.blocking_flush()?;
+    Ok(())
+}
+
+/// Moves up to `len` bytes from `src` to `out` host-side. Returns how many
+/// moved; fewer than `len` means `src` ended early.
+pub fn splice(out: &OutputStream, src: &InputStream, len: u64) -> Result<u64, StreamFail> {
+    let mut moved = 0;
+    while moved < len {
+        match out.blocking_splice(src, len - moved) {
+            Ok(n) => moved += n,
+            Err(StreamError::Closed) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(moved)
+}
+
+/// The sandbox's stdout, read with a byte guard.
+///
+/// Headers are read 512 bytes at a time and contents are spliced, so no
+/// read-ahead ever pulls file contents into guest memory.
+pub struct GuardedInput {
+    stream: InputStream,
+    total: u64,
+    guard: u64,
+}
+
+impl GuardedInput {
+    pub fn new(stream: InputStream, guard: u64) -> Self {
+        GuardedInput {
+            stream,
+            total: 0,
+            guard,
+        }
+    }
+
+    /// Bytes read or spliced so far.
+    pub fn total(&self) -> u64 {
+        self.total
+    }
+
+    pub fn into_inner(self) -> InputStream {
+        self.stream
+    }
+
+    fn count(&mut self, n: u64) -> Result<(), CoreError> {
+        self.total += n;
+        if self.total > self.guard {
+            return Err(CoreError::limit(format!(
+                "the sandbox emitted more than the {}-byte output guard allows",
+                self.guard
+            )));
+        }
+        Ok(())
+    }
+
+    /// Moves exactly `len` bytes into `out`.
+    pub fn splice_to(
+        &mut self,
+        out: &OutputStream,
+        len: u64,
+    ) -> Result<(), crate::bindings::sandbox_sync::provider::types::SyncError> {
+        use crate::bindings::sandbox_sync::provider::types::SyncError;
+        if self.total.saturating_add(len) > self.guard {
+            return Err(crate::errors::from_core(CoreError::limit(format!(
+                "the sandbox emitted more than the {}-byte output guard allows",
+                self.guard
+            ))));
+        }
+        let moved = splice(out, &self.stream, len).map_err(|e| match e {
+            StreamFail::Failed(m) => SyncError::Io(format!("failed to write a host file: {m}")),
+            StreamFail::Closed => SyncError::Io("a host file stream closed".into()),
+        })?;
+        self.count(moved).map_err(crate::errors::from_core)?;
+        if moved < len {
+            return Err(SyncError::UnsafeArchive("archive is truncated".into()));
+        }
+        Ok(())
+    }
+
+    /// Discards exactly `len` bytes.
+    pub fn skip(&mut self, mut len: u64) -> Result<(), CoreError> {
+        while len > 0 {
+            let n = match self.stream.blocking_skip(len) {
+                Ok(n) => n,
+                Err(StreamError::Closed) => {
+                    return Err(CoreError::unsafe_archive("archive is truncated"))
+                }
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(CoreError::new(
+                        sandbox_sync_core::ErrorKind::Transport,
+                        e.to_debug_string(),
+                    ))
+                }
+            };
+            self.count(n)?;
+            len -= n;
+        }
+        Ok(())
+    }
+
+    /// True when the stream ends here; false when more bytes follow.
+    pub fn at_end(&mut self) -> Result<bool, CoreError> {
+        match self.stream.blocking_read(1) {
+            Ok(b) => {
+                self.count(b.len() as u64)?;
+                Ok(b.is_empty())
+            }
+            Err(StreamError::Closed) => Ok(true),
+            Err(StreamError::LastOperationFailed(e)) => Err(CoreError::new(
+                sandbox_sync_core::ErrorKind::Transport,
+                e.to_debug_string(),
+            )),
+        }
+    }
+}
+
+impl Source for GuardedInput {
+    fn read_exact(&mut self, mut buf: &mut [u8]) -> Result<(), CoreError> {
+        while !buf.is_empty() {
+            let chunk = match self.stream.blocking_read(buf.len() as u64) {
+                Ok(c) => c,
+                Err(StreamError::Closed) => {
+                    return Err(CoreError::unsafe_archive("archive is truncated"))
+                }
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(CoreError::new(
+                        sandbox_sync_core::ErrorKind::Transport,
+                        e.to_debug_string(),
+                    ))
+                }
+            };
+            self.count(chunk.len() as u64)?;
+            let n = chunk.len().min(buf.len());
+            buf[..n].copy_from_slice(&chunk[..n]);
+            buf = &mut buf[n..];
+        }
+        Ok(())
+    }
+}
+
+/// Random lowercase hex, for scratch names and commit tokens.
+pub fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    // The host always provides wasi:random; a failure would be a host bug.
+    if getrandom::fill(&mut buf).is_err() {
+        buf.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}

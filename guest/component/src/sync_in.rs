@@ -1,0 +1,543 @@
+//! Host -> sandbox: plan, one exec, headers from the guest, contents spliced host-side.
+
+use sandbox_sync_core::exclude::Excluder;
+use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
+use sandbox_sync_core::script::{self, InboundScript, Status};
+use sandbox_sync_core::tar_write::{self, Member, MemberKind, END_OF_ARCHIVE};
+use sandbox_sync_core::SCRATCH_PREFIX;
+
+use crate::bindings::sandbox_sync::provider::host_fs::{EntryKind, FsError, GrantedDir, Metadata};
+use crate::bindings::sandbox_sync::provider::sandbox_exec::{self, ExecOptions};
+use crate::bindings::sandbox_sync::provider::types::{
+    CommandFailure, MappingKind, OperationResult, SyncError, SyncRequest,
+};
+use crate::bindings::wasi::io::streams::{InputStream, OutputStream};
+use crate::errors::{from_core, from_status, fs};
+use crate::io::{self, StreamFail};
+
+/// Most bytes of status lines accepted from the inbound program.
+const MAX_STATUS_BYTES: u64 = 1 << 20;
+/// Header bytes buffered before a write.
+const HEADER_BATCH: usize = 64 * 1024;
+/// Deepest directory nesting followed on the host.
+const MAX_DEPTH: usize = 512;
+
+/// One archive member and where its bytes come from.
+struct Planned {
+    name: String,
+    kind: PlannedKind,
+    mode: u32,
+    mtime: u64,
+}
+
+enum PlannedKind {
+    /// Contents spliced from `path` in grant `grant`; `meta` is what was planned.
+    HostFile {
+        grant: usize,
+        path: String,
+        meta: Metadata,
+    },
+    /// Contents from guest memory (commands, the commit token).
+    Inline(Vec<u8>),
+    Dir,
+    Symlink(String),
+}
+
+impl Planned {
+    fn member(&self) -> Member<'_> {
+        let kind = match &self.kind {
+            PlannedKind::HostFile { meta, .. } => MemberKind::File { size: meta.size },
+            PlannedKind::Inline(b) => MemberKind::File {
+                size: b.len() as u64,
+            },
+            PlannedKind::Dir => MemberKind::Dir,
+            PlannedKind::Symlink(t) => MemberKind::Symlink { target: t },
+        };
+        Member {
+            name: &self.name,
+            kind,
+            mode: self.mode,
+            mtime: self.mtime,
+        }
+    }
+}
+
+pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
+    let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
+    if mappings != sources.len() {
+        return Err(SyncError::InvalidRequest(format!(
+            "host granted {} source directories for {mappings} mappings",
+            sources.len()
+        )));
+    }
+
+    // Plan everything (and validate every path) before the exec starts.
+    let mut members: Vec<Planned> = Vec::new();
+    let mut script = InboundScript::new(&root);
+    let mut results = Vec::with_capacity(req.operations.len());
+    let mut k = 0;
+    for (i, op) in req.operations.iter().enumerate() {
+        let mut files = 0u64;
+        let mut bytes = 0u64;
+        for m in &op.files {
+            let grant = sources[k];
+            let target = confine(&root, &m.target_path, "target").map_err(from_core)?;
+            script.preflight(&target).map_err(from_core)?;
+            let staged = match m.kind {
+                MappingKind::File => {
+                    if target == root {
+                        return Err(SyncError::InvalidRequest(format!(
+                            "file mapping target {target} is the remote dir itself"
+                        )));
+                    }
+                    let (_, base) = split_parent(&m.source_path);
+                    let meta = grant
+                        .stat_follow(base)
+                        .map_err(|e| missing_or(fs("read source", &m.source_path, e)))?;
+                    if meta.kind != EntryKind::File {
+                        return Err(SyncError::InvalidRequest(format!(
+                            "file mapping source {} is not a regular file",
+                            m.source_path
+                        )));
+                    }
+                    let name = format!("f{k}");
+                    let p = Planned {
+                        name: name.clone(),
+                        mode: meta.mode & 0o777,
+                        mtime: mtime(&meta),
+                        kind: PlannedKind::HostFile {
+                            grant: k,
+                            path: base.to_owned(),
+                            meta,
+                        },
+                    };
+                    files += 1;
+                    bytes += match &p.kind {
+                        PlannedKind::HostFile { meta, .. } => meta.size,
+                        _ => 0,
+                    };
+                    members.push(p);
+                    let (parent, base) = split_parent(&target);
+                    script
+                        .put_file(&name, parent, base, m.mode)
+                        .map_err(from_core)?;
+                    name
+                }
+                MappingKind::Directory => {
+                    let name = format!("d{k}");
+                    let before = members.len();
+                    plan_dir(
+                        grant,
+                        k,
+                        &name,
+                        &m.source_path,
+                        &m.exclude,
+                        m.follow_symlinks,
+                        &mut members,
+                    )?;
+                    for p in &members[before..] {
+                        bytes += p.member().archive_len();
+                        if !matches!(p.kind, PlannedKind::Dir) {
+                            files += 1;
+                        }
+                    }
+                    if target == root {
+                        script.put_root(&name, m.mode).map_err(from_core)?;
+                    } else {
+                        let (parent, base) = split_parent(&target);
+                        script
+                            .put_dir(&name, parent, base, m.mode)
+                            .map_err(from_core)?;
+                    }
+                    name
+                }
+            };
+            let _ = staged;
+            k += 1;
+        }
+        for (j, c) in op.post_upload_commands.iter().enumerate() {
+            let cwd = confine(
+                &root,
+                c.cwd.as_deref().unwrap_or(&root),
+                "post-upload command cwd",
+            )
+            .map_err(from_core)?;
+            if c.command.contains('\0') {
+                return Err(SyncError::InvalidRequest(
+                    "post-upload command contains a NUL byte".into(),
+                ));
+            }
+            let name = format!("c{i}.{j}");
+            members.push(Planned {
+                name: name.clone(),
+                kind: PlannedKind::Inline(c.command.clone().into_bytes()),
+                mode: 0o600,
+                mtime: 0,
+            });
+            script
+                .command(i, j, &name, &cwd, c.timeout_ms)
+                .map_err(from_core)?;
+        }
+        script.op_done(i);
+        results.push(OperationResult {
+            operation_id: op.operation_id.clone(),
+            files_transferred: files,
+            bytes_transferred: bytes,
+        });
+    }
+
+    let token = io::random_hex(16);
+    let mut archive_len = 0;
+    if !members.is_empty() {
+        members.push(Planned {
+            name: "commit".into(),
+            kind: PlannedKind::Inline(token.clone().into_bytes()),
+            mode: 0o600,
+            mtime: 0,
+        });
+        archive_len = members
+            .iter()
+            .map(|p| p.member().archive_len())
+            .sum::<u64>()
+            + END_OF_ARCHIVE.len() as u64;
+    }
+    let text = script.finish(archive_len, &token).map_err(from_core)?;
+
+    let exec = sandbox_exec::start(
+        &script::argv(text.len()),
+        ExecOptions {
+            timeout_ms: req.limits.timeout_ms,
+            max_stderr_bytes: req.limits.max_stderr_bytes,
+        },
+    )
+    .map_err(|e| SyncError::Transport(format!("failed to start the sandbox exec: {e}")))?;
+    let stdin = exec.stdin().map_err(SyncError::Transport)?;
+    let stdout = exec.stdout().map_err(SyncError::Transport)?;
+
+    // A failure to feed stdin usually means the script stopped early; its
+    // exit status explains why, so keep it and decide after `finish`.
+    let sent = send(&stdin, text.as_bytes(), &members, sources);
+    let source_changed = match sent {
+        Err(Sent::SourceChanged(e)) => {
+            // Closing stdin early makes the sandbox see a short archive and
+            // leave without applying anything (the commit marker is missing).
+            drop(stdin);
+            Some(e)
+        }
+        Err(Sent::Fatal(e)) => {
+            drop(stdin);
+            drop(stdout);
+            exec.abort();
+            return Err(e);
+        }
+        Err(Sent::Stream(_)) | Ok(()) => {
+            // Stdin stays open until the status: the sandbox never needs EOF.
+            let status_lines = read_status(&stdout);
+            let status = exec.finish().map_err(SyncError::Transport)?;
+            drop(stdin);
+            return conclude(req, results, status_lines, &status, sent.err());
+        }
+    };
+    let _ = read_status(&stdout);
+    let _ = exec.finish();
+    Err(source_changed.unwrap_or_else(|| SyncError::SourceChanged("a source changed".into())))
+}
+
+fn missing_or(e: SyncError) -> SyncError {
+    match e {
+        SyncError::Io(m) if m.contains("not found") => {
+            SyncError::InvalidRequest(m.replace("failed to read source", "source"))
+        }
+        other => other,
+    }
+}
+
+fn mtime(meta: &Metadata) -> u64 {
+    u64::try_from(meta.mtime_sec).unwrap_or(0)
+}
+
+/// Walks a granted source directory; every directory's member precedes its children.
+fn plan_dir(
+    grant: &GrantedDir,
+    k: usize,
+    name: &str,
+    source: &str,
+    exclude: &[String],
+    follow: bool,
+    out: &mut Vec<Planned>,
+) -> Result<(), SyncError> {
+    let excluder = Excluder::new(exclude).map_err(from_core)?;
+    let top = grant
+        .stat_follow("")
+        .map_err(|e| missing_or(fs("read source", source, e)))?;
+    if top.kind != EntryKind::Directory {
+        return Err(SyncError::InvalidRequest(format!(
+            "directory mapping source {source} is not a directory"
+        )));
+    }
+    out.push(Planned {
+        name: name.to_owned(),
+        kind: PlannedKind::Dir,
+        mode: top.mode & 0o777,
+        mtime: mtime(&top),
+    });
+    // (relative dir, its ancestors' (device, inode), to refuse cycles when following links)
+    let mut stack: Vec<(String, Vec<(u64, u64)>)> =
+        vec![(String::new(), vec![(top.device, top.inode)])];
+    while let Some((dir, seen)) = stack.pop() {
+        let entries = grant
+            .read_dir(&dir)
+            .map_err(|e| fs("list", &join(source, &dir), e))?;
+        let mut subdirs = Vec::new();
+        for entry in entries {
+            if entry.name.starts_with(SCRATCH_PREFIX) {
+                continue;
+            }
+            let rel = if dir.is_empty() {
+                entry.name.clone()
+            } else {
+                format!("{dir}/{}", entry.name)
+            };
+            if excluder.matches(&rel) {
+                continue;
+            }
+            let mut meta = grant
+                .stat(&rel)
+                .map_err(|e| fs("stat", &join(source, &rel), e))?;
+            if meta.kind == EntryKind::Symlink && follow {
+                meta = grant.stat_follow(&rel).map_err(|e| match e {
+                    FsError::NotPermitted(m) => SyncError::Confinement(format!(
+                        "symlink {} leads outside the source directory and followSymlinks is set: {m}",
+                        join(source, &rel)
+                    )),
+                    other => fs("follow", &join(source, &rel), other),
+                })?;
+            }
+            let kind = match meta.kind {
+                EntryKind::File => PlannedKind::HostFile {
+                    grant: k,
+                    path: rel.clone(),
+                    meta: meta.clone(),
+                },
+                EntryKind::Directory => {
+                    if seen.len() >= MAX_DEPTH || seen.contains(&(meta.device, meta.inode)) {
+                        return Err(SyncError::InvalidRequest(format!(
+                            "directory cycle or nesting deeper than {MAX_DEPTH} at {}",
+                            join(source, &rel)
+                        )));
+                    }
+                    let mut s = seen.clone();
+                    s.push((meta.device, meta.inode));
+                    subdirs.push((rel.clone(), s));
+                    PlannedKind::Dir
+                }
+                EntryKind::Symlink => match meta.link_target.clone() {
+                    Some(t) => PlannedKind::Symlink(t),
+                    None => {
+                        return Err(SyncError::Io(format!(
+                            "symlink {} has no target",
+                            join(source, &rel)
+                        )))
+                    }
+                },
+                // Sockets, FIFOs and devices are not transferred (tar skips sockets too).
+                EntryKind::Other => continue,
+            };
+            let mode = if matches!(kind, PlannedKind::Symlink(_)) {
+                0o777
+            } else {
+                meta.mode & 0o777
+            };
+            out.push(Planned {
+                name: format!("{name}/{rel}"),
+                kind,
+                mode,
+                mtime: mtime(&meta),
+            });
+        }
+        // Reverse so the stack pops subdirectories in name order.
+        stack.extend(subdirs.into_iter().rev());
+    }
+    Ok(())
+}
+
+fn join(base: &str, rel: &str) -> String {
+    if rel.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{}/{rel}", base.trim_end_matches('/'))
+    }
+}
+
+enum Sent {
+    /// Stdin failed; the exec status will say why.
+    Stream(StreamFail),
+    /// A host source changed while it was being sent.
+    SourceChanged(SyncError),
+    /// A host-side failure unrelated to the sandbox.
+    Fatal(SyncError),
+}
+
+fn send(
+    stdin: &OutputStream,
+    script: &[u8],
+    members: &[Planned],
+    sources: &[&GrantedDir],
+) -> Result<(), Sent> {
+    io::write_all(stdin, script).map_err(Sent::Stream)?;
+    let mut buf: Vec<u8> = Vec::with_capacity(HEADER_BATCH + 1024);
+    for p in members {
+        p.member()
+            .write_header(&mut buf)
+            .map_err(|e| Sent::Fatal(from_core(e)))?;
+        match &p.kind {
+            PlannedKind::HostFile { grant, path, meta } => {
+                io::write_all(stdin, &buf).map_err(Sent::Stream)?;
+                buf.clear();
+                splice_file(stdin, sources[*grant], path, meta)?;
+                tar_write::write_padding(&mut buf, meta.size);
+            }
+            PlannedKind::Inline(bytes) => {
+                buf.extend_from_slice(bytes);
+                tar_write::write_padding(&mut buf, bytes.len() as u64);
+            }
+            PlannedKind::Dir | PlannedKind::Symlink(_) => {}
+        }
+        if buf.len() >= HEADER_BATCH {
+            io::write_all(stdin, &buf).map_err(Sent::Stream)?;
+            buf.clear();
+        }
+    }
+    if !members.is_empty() {
+        buf.extend_from_slice(&END_OF_ARCHIVE);
+    }
+    io::write_all(stdin, &buf).map_err(Sent::Stream)?;
+    io::flush(stdin).map_err(Sent::Stream)
+}
+
+/// Splices one host file and proves it did not change while it was sent.
+fn splice_file(
+    stdin: &OutputStream,
+    grant: &GrantedDir,
+    path: &str,
+    planned: &Metadata,
+) -> Result<(), Sent> {
+    let changed = |why: &str| {
+        Sent::SourceChanged(SyncError::SourceChanged(format!(
+            "source file {path} {why} while it was being sent"
+        )))
+    };
+    let src: InputStream = grant.open_read(path).map_err(|_| changed("disappeared"))?;
+    let moved = io::splice(stdin, &src, planned.size).map_err(|e| match e {
+        StreamFail::Closed => Sent::Stream(StreamFail::Closed),
+        StreamFail::Failed(m) if m.contains("read") => {
+            Sent::Fatal(SyncError::Io(format!("failed to read {path}: {m}")))
+        }
+        other => Sent::Stream(other),
+    })?;
+    drop(src);
+    if moved < planned.size {
+        return Err(changed("shrank"));
+    }
+    let now = grant
+        .stat_follow(path)
+        .map_err(|_| changed("disappeared"))?;
+    if now.size != planned.size
+        || now.mtime_sec != planned.mtime_sec
+        || now.mtime_nsec != planned.mtime_nsec
+    {
+        return Err(changed("changed"));
+    }
+    Ok(())
+}
+
+/// Reads the inbound program's status lines until stdout ends.
+fn read_status(stdout: &InputStream) -> Vec<Status> {
+    let mut bytes = Vec::new();
+    loop {
+        match stdout.blocking_read(64 * 1024) {
+            Ok(chunk) => {
+                if bytes.len() as u64 + chunk.len() as u64 > MAX_STATUS_BYTES {
+                    break;
+                }
+                bytes.extend_from_slice(&chunk);
+            }
+            Err(_) => break,
+        }
+    }
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(script::parse_status)
+        .collect()
+}
+
+fn conclude(
+    req: &SyncRequest,
+    results: Vec<OperationResult>,
+    statuses: Vec<Status>,
+    status: &crate::bindings::sandbox_sync::provider::sandbox_exec::ExecStatus,
+    stream: Option<Sent>,
+) -> Result<Vec<OperationResult>, SyncError> {
+    // Operations complete strictly in order, so the count names the failing one.
+    let done = statuses
+        .iter()
+        .filter(|s| matches!(s, Status::OpDone(_)))
+        .count();
+    let failing = req
+        .operations
+        .get(done)
+        .map(|o| o.operation_id.as_str())
+        .unwrap_or("(none)");
+    if status.exit_code == Some(0) && !status.timed_out && !status.stderr_truncated {
+        if done != req.operations.len() {
+            return Err(SyncError::Transport(format!(
+                "the sandbox exited 0 but reported {done} of {} operations complete",
+                req.operations.len()
+            )));
+        }
+        if let Some(Sent::Stream(e)) = stream {
+            return Err(SyncError::Transport(format!(
+                "the sandbox stopped reading its input: {e}"
+            )));
+        }
+        return Ok(results);
+    }
+    let code = status.exit_code;
+    if code == Some(script::exit::COMMAND) || code == Some(script::exit::COMMAND_TIMEOUT) {
+        if let Some(Status::CommandFailed {
+            op,
+            cmd,
+            code,
+            timed_out,
+        }) = statuses
+            .iter()
+            .find(|s| matches!(s, Status::CommandFailed { .. }))
+            .cloned()
+        {
+            let op_id = req
+                .operations
+                .get(op)
+                .map(|o| o.operation_id.clone())
+                .unwrap_or_default();
+            let what = if timed_out {
+                let ms = req
+                    .operations
+                    .get(op)
+                    .and_then(|o| o.post_upload_commands.get(cmd))
+                    .and_then(|c| c.timeout_ms);
+                format!("post-upload command timed out after {} ms", ms.unwrap_or(0))
+            } else {
+                format!("post-upload command failed (exit {code})")
+            };
+            return Err(SyncError::CommandFailed(CommandFailure {
+                operation_id: op_id.clone(),
+                exit_code: if timed_out { None } else { Some(code) },
+                timed_out,
+                message: format!("operation {op_id}: {what} (command {cmd})"),
+                stderr: crate::errors::stderr_tail(status),
+            }));
+        }
+    }
+    Err(from_status(status, failing, req.limits.timeout_ms))
+}

@@ -1,0 +1,82 @@
+//! The typed error every layer reports; mirrors the WIT `sync-error` variant.
+
+use std::fmt;
+
+/// Which class of failure a [`SyncError`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The request itself is malformed.
+    InvalidRequest,
+    /// A path would leave the directory it must stay under.
+    Confinement,
+    /// The sandbox wrote an archive that breaks policy.
+    UnsafeArchive,
+    /// A post-upload command or in-sandbox step exited non-zero.
+    CommandFailed,
+    /// A configured bound was exceeded.
+    LimitExceeded,
+    /// A host source changed while it was being sent.
+    SourceChanged,
+    /// The exec channel failed.
+    Transport,
+    /// A host filesystem operation failed.
+    Io,
+}
+
+impl ErrorKind {
+    /// The stable kebab-case name used on the CLI and in JSON-RPC `error.data`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidRequest => "invalid-request",
+            ErrorKind::Confinement => "confinement",
+            ErrorKind::UnsafeArchive => "unsafe-archive",
+            ErrorKind::CommandFailed => "command-failed",
+            ErrorKind::LimitExceeded => "limit-exceeded",
+            ErrorKind::SourceChanged => "source-changed",
+            ErrorKind::Transport => "transport",
+            ErrorKind::Io => "io",
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A typed failure with a human-readable message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind}: {message}")]
+pub struct SyncError {
+    /// The failure class.
+    pub kind: ErrorKind,
+    /// What happened, naming the path or operation involved.
+    pub message: String,
+}
+
+impl SyncError {
+    /// Builds an error of `kind`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        SyncError {
+            kind,
+            message: message.into(),
+        }
+    }
+    /// An [`ErrorKind::InvalidRequest`].
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InvalidRequest, message)
+    }
+    /// An [`ErrorKind::Confinement`].
+    pub fn confinement(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::Confinement, message)
+    }
+    /// An [`ErrorKind::UnsafeArchive`].
+    pub fn unsafe_archive(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::UnsafeArchive, message)
+    }
+    /// An [`ErrorKind::LimitExceeded`].
+    pub fn limit(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::LimitExceeded, message)
+    }
+}

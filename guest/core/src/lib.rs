@@ -1,0 +1,29 @@
+//! Pure policy core of sandbox-sync.
+//!
+//! Everything here is plain Rust with no I/O: it builds decisions and bytes
+//! that the provider component (`guest/component`) sends through the host's
+//! `sandbox-exec` and `host-fs` imports. Because it has no I/O it unit-tests
+//! natively and can be fuzzed without a sandbox.
+//!
+//! - [`sandbox_path`]: lexical confinement of sandbox paths under the remote dir.
+//! - [`quote`]: POSIX single-quoting for script text.
+//! - [`exclude`]: `tar --exclude` glob semantics.
+//! - [`tar_write`]: tar headers for the inbound archive (contents are spliced host-side).
+//! - [`tar_read`]: a strict, bounded parser for sandbox-written tar streams.
+//! - [`tree`]: whole-archive policy (duplicates, links, writes through links).
+//! - [`script`]: the in-sandbox POSIX `sh` programs and their framing.
+#![deny(missing_docs)]
+
+pub mod error;
+pub mod exclude;
+pub mod quote;
+pub mod sandbox_path;
+pub mod script;
+pub mod tar_read;
+pub mod tar_write;
+pub mod tree;
+
+pub use error::{ErrorKind, SyncError};
+
+/// Prefix of every scratch name; the orchestrator's wipe step preserves it.
+pub const SCRATCH_PREFIX: &str = ".paperclip-upload";

@@ -1,0 +1,171 @@
+//! Lexical confinement of sandbox paths (layer one of three).
+//!
+//! Before any exec, every sandbox path in a request must be absolute, free of
+//! NUL and `..`, and equal to or beneath the remote dir. The sandbox re-checks
+//! with `realpath` and `/proc/self/fd` pins (layer two, see [`crate::script`]);
+//! the host writes only through capability handles (layer three).
+
+use crate::{SyncError, SCRATCH_PREFIX};
+
+/// Normalizes the remote dir: absolute, no `..`, no NUL, not `/` itself.
+///
+/// # Errors
+/// [`crate::ErrorKind::InvalidRequest`] for a relative, traversing or root path.
+pub fn normalize_remote_dir(dir: &str) -> Result<String, SyncError> {
+    let norm = normalize_absolute(dir).ok_or_else(|| {
+        SyncError::invalid(format!("remote dir {dir:?} is not a clean absolute path"))
+    })?;
+    if norm == "/" {
+        return Err(SyncError::invalid(
+            "remote dir must not be / (nothing would confine the sync)",
+        ));
+    }
+    Ok(norm)
+}
+
+/// Confines `path` under `root` (already normalized), returning it normalized.
+///
+/// `label` names the path in the error ("target", "source", "post-upload cwd").
+/// Names starting with the reserved scratch prefix are refused so a provider
+/// temp can never collide with a real target.
+///
+/// # Errors
+/// [`crate::ErrorKind::Confinement`] when the path is relative, contains `..`
+/// or NUL, lies outside `root`, or uses a reserved scratch name.
+pub fn confine(root: &str, path: &str, label: &str) -> Result<String, SyncError> {
+    let norm = normalize_absolute(path).ok_or_else(|| {
+        SyncError::confinement(format!("{label} {path:?} is not a confined absolute path"))
+    })?;
+    let inside = norm == root
+        || (norm.len() > root.len()
+            && norm.starts_with(root)
+            && norm.as_bytes()[root.len()] == b'/');
+    if !inside {
+        return Err(SyncError::confinement(format!(
+            "{label} {path} escapes the remote dir {root}"
+        )));
+    }
+    if norm[root.len()..]
+        .split('/')
+        .any(|c| c.starts_with(SCRATCH_PREFIX))
+    {
+        return Err(SyncError::confinement(format!(
+            "{label} {path} uses the reserved scratch name {SCRATCH_PREFIX}*"
+        )));
+    }
+    Ok(norm)
+}
+
+/// Splits a normalized absolute path into its parent and final component.
+pub fn split_parent(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(0) => ("/", &path[1..]),
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (".", path),
+    }
+}
+
+/// Lexically normalizes an absolute POSIX path: collapses `//` and `.`,
+/// strips a trailing `/`. Returns `None` for relative paths, `..` or NUL.
+fn normalize_absolute(path: &str) -> Option<String> {
+    if !path.starts_with('/') || path.contains('\0') {
+        return None;
+    }
+    let mut out = String::with_capacity(path.len());
+    for comp in path.split('/') {
+        match comp {
+            "" | "." => {}
+            ".." => return None,
+            c => {
+                out.push('/');
+                out.push_str(c);
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push('/');
+    }
+    Some(out)
+}
+
+/// Validates a relative, `/`-separated path used inside a granted directory
+/// or an archive: non-empty components, no `.`/`..`, no NUL.
+pub fn is_clean_relative(path: &str) -> bool {
+    !path.is_empty()
+        && !path.starts_with('/')
+        && path
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != ".." && !c.contains('\0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_escapes_and_relative() {
+        let root = normalize_remote_dir("/workspace").unwrap();
+        for bad in [
+            "/workspace/../etc/passwd",
+            "/etc/passwd",
+            "relative/path",
+            "/workspacex/a",
+            "/workspace/a\0b",
+        ] {
+            let err = confine(&root, bad, "target").unwrap_err();
+            assert_eq!(err.kind, crate::ErrorKind::Confinement, "{bad}");
+            assert!(
+                err.message.contains("escapes") || err.message.contains("not a confined"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn accepts_inside_and_root() {
+        let root = normalize_remote_dir("/workspace/").unwrap();
+        assert_eq!(root, "/workspace");
+        assert_eq!(
+            confine(&root, "/workspace/a/b.txt", "target").unwrap(),
+            "/workspace/a/b.txt"
+        );
+        assert_eq!(
+            confine(&root, "/workspace", "target").unwrap(),
+            "/workspace"
+        );
+        assert_eq!(
+            confine(&root, "/workspace//a/./b/", "target").unwrap(),
+            "/workspace/a/b"
+        );
+    }
+
+    #[test]
+    fn refuses_reserved_scratch_names() {
+        let root = "/w";
+        assert!(confine(root, "/w/.paperclip-upload-x/f", "target").is_err());
+        assert!(confine(root, "/w/a/.paperclip-upload", "target").is_err());
+        assert!(confine(root, "/w/a/paperclip-upload", "target").is_ok());
+    }
+
+    #[test]
+    fn remote_dir_rules() {
+        assert!(normalize_remote_dir("/").is_err());
+        assert!(normalize_remote_dir("//").is_err());
+        assert!(normalize_remote_dir("w").is_err());
+        assert!(normalize_remote_dir("/a/../b").is_err());
+    }
+
+    #[test]
+    fn parent_split() {
+        assert_eq!(split_parent("/w/a/b"), ("/w/a", "b"));
+        assert_eq!(split_parent("/w"), ("/", "w"));
+    }
+
+    #[test]
+    fn clean_relative() {
+        assert!(is_clean_relative("a/b"));
+        for bad in ["", "/a", "a//b", "a/./b", "../a", "a/..", "a/"] {
+            assert!(!is_clean_relative(bad), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,66 @@
+//! Builds the provider component (`guest/component`) for `wasm32-wasip2` and
+//! hands its path to the crate, which embeds it with `include_bytes!`.
+//!
+//! The guest gets its own target directory so this nested cargo never waits
+//! on the lock the outer build holds.
+
+use std::env;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn main() {
+    let manifest =
+        PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let workspace = manifest
+        .parent()
+        .expect("host-shim lives inside the workspace")
+        .to_path_buf();
+    for dir in ["guest/core", "guest/component", "wit"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
+    }
+    println!(
+        "cargo:rerun-if-changed={}",
+        workspace.join("Cargo.lock").display()
+    );
+    println!("cargo:rerun-if-env-changed=SANDBOX_SYNC_GUEST_TARGET_DIR");
+
+    let target_dir = env::var_os("SANDBOX_SYNC_GUEST_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            // <target>/<profile>/build/<pkg>/out -> <target>/guest
+            let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+            out.ancestors()
+                .nth(4)
+                .map(|t| t.join("guest"))
+                .unwrap_or_else(|| workspace.join("target/guest"))
+        });
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(&workspace)
+        .args([
+            "build",
+            "--locked",
+            "-p",
+            "sandbox-sync-component",
+            "--target",
+            "wasm32-wasip2",
+            "--profile",
+            "guest",
+        ])
+        .env("CARGO_TARGET_DIR", &target_dir)
+        // Flags meant for the host build must not leak into the guest build.
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_BUILD_TARGET")
+        .env_remove("CARGO_PROFILE_RELEASE_DEBUG")
+        .status()
+        .expect("failed to run cargo for the guest component");
+    assert!(status.success(), "building the guest component failed");
+    let wasm = target_dir.join("wasm32-wasip2/guest/sandbox_sync_component.wasm");
+    assert!(
+        wasm.exists(),
+        "guest component missing at {}",
+        wasm.display()
+    );
+    println!("cargo:rustc-env=SANDBOX_SYNC_COMPONENT={}", wasm.display());
+}

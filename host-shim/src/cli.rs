@@ -1,0 +1,180 @@
+//! Argument parsing and the stable CLI contract: JSON on stdout, one typed
+//! error line on stderr, exit 0 (ok), 1 (sync failed), 2 (usage).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, Parser, Subcommand};
+use sandbox_sync_host::exec::local::LocalBackend;
+use sandbox_sync_host::exec::ExecBackend;
+use sandbox_sync_host::{Runtime, SyncOperation, SyncOptions};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "sandbox-sync",
+    version,
+    about = "Move files between a host and a sandbox, safely and fast."
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Host -> sandbox: apply operations (JSON, the seed's camelCase shape).
+    SyncIn(SyncArgs),
+    /// Sandbox -> host.
+    SyncOut(SyncArgs),
+    /// Create a local sandbox, sync a sample workspace in and results out.
+    Demo,
+}
+
+#[derive(Debug, Args)]
+struct SyncArgs {
+    /// The sandbox-side root every sandbox path must stay under.
+    #[arg(long)]
+    remote_dir: String,
+    /// JSON array of operations: a file, or `-` for stdin.
+    #[arg(long)]
+    ops: String,
+    #[command(flatten)]
+    backend: BackendArgs,
+    /// Load this provider component instead of the embedded one.
+    #[arg(long, value_name = "FILE.wasm")]
+    component: Option<PathBuf>,
+    /// Wall-time limit for the sandbox exec.
+    #[arg(long, default_value_t = 300_000)]
+    timeout_ms: u64,
+    /// Outbound byte guard: most bytes the sandbox may send.
+    #[arg(long, default_value_t = 8 << 30)]
+    max_output_bytes: u64,
+}
+
+/// Where sandbox commands run.
+#[derive(Debug, Args)]
+pub struct BackendArgs {
+    /// Run the sandbox chrooted into DIR with new mount and PID namespaces.
+    #[arg(long, value_name = "DIR")]
+    pub sandbox_root: Option<PathBuf>,
+    /// Run sandbox commands as this uid.
+    #[arg(long, value_name = "UID")]
+    pub sandbox_user: Option<u32>,
+    /// Delay each exec start (models an API server round trip).
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub exec_latency_ms: u64,
+}
+
+impl BackendArgs {
+    pub fn backend(&self) -> anyhow::Result<Arc<dyn ExecBackend>> {
+        let mut b = match &self.sandbox_root {
+            Some(root) => LocalBackend::sandbox_root(root)
+                .with_context(|| format!("sandbox root {}", root.display()))?,
+            None => LocalBackend::host(),
+        };
+        if let Some(uid) = self.sandbox_user {
+            b = b.user(uid);
+        }
+        Ok(Arc::new(
+            b.exec_latency(Duration::from_millis(self.exec_latency_ms)),
+        ))
+    }
+}
+
+pub fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: failed to start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match cli.cmd {
+        Cmd::SyncIn(args) => rt.block_on(sync(true, args)),
+        Cmd::SyncOut(args) => rt.block_on(sync(false, args)),
+        Cmd::Demo => match rt.block_on(crate::demo::run()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
+    }
+}
+
+fn read_ops(spec: &str) -> anyhow::Result<Vec<SyncOperation>> {
+    let text = if spec == "-" {
+        std::io::read_to_string(std::io::stdin()).context("failed to read --ops from stdin")?
+    } else {
+        std::fs::read_to_string(spec)
+            .with_context(|| format!("failed to read --ops file {spec}"))?
+    };
+    serde_json::from_str(&text).context("--ops is not a JSON array of operations")
+}
+
+async fn sync(inbound: bool, args: SyncArgs) -> ExitCode {
+    let ops = match read_ops(&args.ops) {
+        Ok(ops) => ops,
+        Err(e) => {
+            eprintln!("error[invalid-request]: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let backend = match args.backend.backend() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error[invalid-request]: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match &args.component {
+        Some(path) => Runtime::from_file(path).await,
+        None => Runtime::embedded().await,
+    };
+    let runtime = match runtime {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error[invalid-request]: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut opts = SyncOptions::new(args.remote_dir);
+    opts.timeout = Duration::from_millis(args.timeout_ms);
+    opts.max_output_bytes = args.max_output_bytes;
+    let result = if inbound {
+        runtime.sync_in(&ops, &opts, backend).await
+    } else {
+        runtime.sync_out(&ops, &opts, backend).await
+    };
+    match result {
+        Ok(outcome) => {
+            tracing::info!(execs = outcome.execs, "sync complete");
+            println!(
+                "{}",
+                serde_json::json!({ "operations": outcome.operations })
+            );
+            ExitCode::SUCCESS
+        }
+        Err(failed) => {
+            eprintln!("{}", failed.error);
+            ExitCode::from(1)
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The typed error a sync call ends with, on the host side.
+
+use std::fmt;
+
+use sandbox_sync_core::ErrorKind;
+
+use crate::bindings::types as wit;
+
+/// Details of a failed post-upload command or in-sandbox step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandDetails {
+    /// The operation that was running.
+    pub operation_id: String,
+    /// The exit code, when the process exited.
+    pub exit_code: Option<i32>,
+    /// The command was stopped by its timeout.
+    pub timed_out: bool,
+    /// The tail of the sandbox's stderr.
+    pub stderr: String,
+}
+
+/// A failed sync call: a kind, a message naming what failed, and command
+/// details where a sandbox command failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SyncError {
+    /// The failure class (stable, machine-readable).
+    pub kind: ErrorKind,
+    /// What happened.
+    pub message: String,
+    /// Present for `command-failed`.
+    pub command: Option<CommandDetails>,
+}
+
+impl SyncError {
+    /// An error of `kind` with `message`.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        SyncError {
+            kind,
+            message: message.into(),
+            command: None,
+        }
+    }
+}
+
+impl fmt::Display for SyncError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error[{}]: {}", self.kind, self.message)?;
+        if let Some(c) = &self.command {
+            if !c.stderr.is_empty() {
+                write!(f, ": {}", c.stderr.replace('\n', " | "))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl From<wit::SyncError> for SyncError {
+    fn from(e: wit::SyncError) -> Self {
+        use wit::SyncError as W;
+        match e {
+            W::InvalidRequest(m) => SyncError::new(ErrorKind::InvalidRequest, m),
+            W::Confinement(m) => SyncError::new(ErrorKind::Confinement, m),
+            W::UnsafeArchive(m) => SyncError::new(ErrorKind::UnsafeArchive, m),
+            W::CommandFailed(c) => SyncError {
+                kind: ErrorKind::CommandFailed,
+                message: c.message,
+                command: Some(CommandDetails {
+                    operation_id: c.operation_id,
+                    exit_code: c.exit_code,
+                    timed_out: c.timed_out,
+                    stderr: c.stderr,
+                }),
+            },
+            W::LimitExceeded(m) => SyncError::new(ErrorKind::LimitExceeded, m),
+            W::SourceChanged(m) => SyncError::new(ErrorKind::SourceChanged, m),
+            W::Transport(m) => SyncError::new(ErrorKind::Transport, m),
+            W::Io(m) => SyncError::new(ErrorKind::Io, m),
+        }
+    }
+}

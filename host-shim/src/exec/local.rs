@@ -1,0 +1,255 @@
+//! The `local` backend: `/bin/sh` on this machine, optionally inside a
+//! sandbox root the way a container runtime would run a pod.
+//!
+//! With a sandbox root the process gets new mount and PID namespaces
+//! (`unshare --mount --pid --fork --kill-child`), a fresh `/proc` and a bound
+//! `/dev/null`, and is `chroot`ed into the root, optionally as another user.
+//! Without one it runs directly on the host (the seeds' test harness does
+//! the same), optionally dropped to another user with `setpriv`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use rustix::process::{kill_process_group, Pid, Signal};
+use tokio::io::AsyncReadExt;
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::{BoxFuture, Control, ExecBackend, ExecError, ExecRequest, ExitInfo, Process};
+
+/// How long to wait for stderr EOF after the process exits (a stray
+/// grandchild may hold the pipe open).
+const STDERR_GRACE: Duration = Duration::from_secs(2);
+
+/// Inside the new namespaces: mount `/proc` and `/dev/null`, then chroot.
+const ENTER_ROOT: &str = r#"r=$1; u=$2; shift 2
+mount -t proc proc "$r/proc" && mount --bind /dev/null "$r/dev/null" || exit 125
+if [ -n "$u" ]; then exec chroot --userspec="$u:$u" --groups="$u" "$r" "$@"; fi
+exec chroot "$r" "$@""#;
+
+/// Runs sandbox commands as local processes.
+#[derive(Debug, Clone, Default)]
+pub struct LocalBackend {
+    root: Option<PathBuf>,
+    user: Option<u32>,
+    exec_latency: Duration,
+}
+
+impl LocalBackend {
+    /// Runs commands directly on this machine.
+    pub fn host() -> Self {
+        Self::default()
+    }
+
+    /// Runs commands chrooted into `root` in new mount and PID namespaces.
+    ///
+    /// # Errors
+    /// When `root` has no `/bin/sh` or its `/proc` and `/dev/null`
+    /// mount points cannot be prepared.
+    pub fn sandbox_root(root: impl AsRef<Path>) -> std::io::Result<Self> {
+        let root = std::fs::canonicalize(root.as_ref())?;
+        if !root.join("bin/sh").exists() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("sandbox root {} has no /bin/sh", root.display()),
+            ));
+        }
+        std::fs::create_dir_all(root.join("proc"))?;
+        std::fs::create_dir_all(root.join("dev"))?;
+        let null = root.join("dev/null");
+        if std::fs::symlink_metadata(&null).is_err() {
+            std::fs::File::create(&null)?;
+        }
+        Ok(LocalBackend {
+            root: Some(root),
+            ..Self::default()
+        })
+    }
+
+    /// Runs commands as `uid` (and gid `uid`, no supplementary groups).
+    #[must_use]
+    pub fn user(mut self, uid: u32) -> Self {
+        self.user = Some(uid);
+        self
+    }
+
+    /// Delays every exec start, to model an API server's round trip.
+    #[must_use]
+    pub fn exec_latency(mut self, latency: Duration) -> Self {
+        self.exec_latency = latency;
+        self
+    }
+
+    fn command(&self, argv: &[String]) -> Result<Command, ExecError> {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| ExecError::Unsupported("empty argv".into()))?;
+        let mut cmd = match (&self.root, self.user) {
+            (Some(root), user) => {
+                let mut c = Command::new("unshare");
+                c.args([
+                    "--mount",
+                    "--pid",
+                    "--fork",
+                    "--kill-child",
+                    "--",
+                    "/bin/sh",
+                    "-c",
+                    ENTER_ROOT,
+                    "enter-root",
+                ])
+                .arg(root)
+                .arg(user.map(|u| u.to_string()).unwrap_or_default())
+                .arg(program)
+                .args(args);
+                c
+            }
+            (None, Some(uid)) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg("--")
+                    .arg(program)
+                    .args(args);
+                c
+            }
+            (None, None) => {
+                let mut c = Command::new(program);
+                c.args(args);
+                c
+            }
+        };
+        cmd.env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .env("LC_ALL", "C")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        Ok(cmd)
+    }
+}
+
+impl ExecBackend for LocalBackend {
+    fn start(&self, req: ExecRequest) -> BoxFuture<'_, Result<Process, ExecError>> {
+        Box::pin(async move {
+            if !self.exec_latency.is_zero() {
+                tokio::time::sleep(self.exec_latency).await;
+            }
+            let mut cmd = self.command(&req.argv)?;
+            let program = req.argv.first().cloned().unwrap_or_default();
+            let mut child = cmd
+                .spawn()
+                .map_err(|source| ExecError::Spawn { program, source })?;
+            let deadline = Instant::now() + req.timeout;
+            let (stdin, stdout, stderr) =
+                match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+                    (Some(i), Some(o), Some(e)) => (i, o, e),
+                    _ => return Err(ExecError::Unsupported("child pipes missing".into())),
+                };
+            let pgid = child.id().and_then(|id| Pid::from_raw(id as i32));
+            let stderr_task = tokio::spawn(capture_stderr(stderr, req.max_stderr, pgid));
+            Ok(Process {
+                stdin: Box::new(stdin),
+                stdout: Box::new(stdout),
+                control: Box::new(LocalControl {
+                    child,
+                    pgid,
+                    deadline,
+                    stderr_task: Some(stderr_task),
+                }),
+            })
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "local"
+    }
+}
+
+/// Reads stderr up to `cap` bytes; past the cap it kills the process group
+/// (fail closed) and keeps draining so nothing blocks on a full pipe.
+async fn capture_stderr(
+    mut stderr: tokio::process::ChildStderr,
+    cap: u64,
+    pgid: Option<Pid>,
+) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut truncated = false;
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = usize::try_from(cap)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                if n > room && !truncated {
+                    truncated = true;
+                    kill_group(pgid);
+                }
+            }
+        }
+    }
+    (kept, truncated)
+}
+
+fn kill_group(pgid: Option<Pid>) {
+    if let Some(pgid) = pgid {
+        // The group may already be gone; nothing else to do then.
+        let _ = kill_process_group(pgid, Signal::KILL);
+    }
+}
+
+struct LocalControl {
+    child: Child,
+    pgid: Option<Pid>,
+    deadline: Instant,
+    stderr_task: Option<JoinHandle<(Vec<u8>, bool)>>,
+}
+
+impl Control for LocalControl {
+    fn wait(&mut self) -> BoxFuture<'_, Result<ExitInfo, ExecError>> {
+        Box::pin(async move {
+            let mut timed_out = false;
+            let status = match tokio::time::timeout_at(self.deadline, self.child.wait()).await {
+                Ok(status) => status.map_err(ExecError::Wait)?,
+                Err(_) => {
+                    timed_out = true;
+                    kill_group(self.pgid);
+                    self.child.wait().await.map_err(ExecError::Wait)?
+                }
+            };
+            // Whatever the shell left behind in its group goes with it.
+            kill_group(self.pgid);
+            let (stderr, stderr_truncated) = match self.stderr_task.take() {
+                Some(mut task) => match tokio::time::timeout(STDERR_GRACE, &mut task).await {
+                    Ok(Ok(v)) => v,
+                    _ => {
+                        task.abort();
+                        (Vec::new(), false)
+                    }
+                },
+                None => (Vec::new(), false),
+            };
+            Ok(ExitInfo {
+                exit_code: if timed_out { None } else { status.code() },
+                timed_out,
+                stderr,
+                stderr_truncated,
+            })
+        })
+    }
+
+    fn abort(&mut self) {
+        kill_group(self.pgid);
+    }
+}

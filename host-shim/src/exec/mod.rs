@@ -1,0 +1,88 @@
+//! Exec backends: how the host starts a process in the sandbox.
+//!
+//! Every backend returns a [`Process`]: a stdin writer, a stdout reader and
+//! a [`Control`] that waits for the exit status (stderr captured under a
+//! cap, a deadline enforced) or aborts. The shim wraps the streams as
+//! `wasi:io` streams for the component.
+
+pub mod local;
+pub mod scripted;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+/// A boxed, sendable future.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ExecRequest {
+    /// argv; `argv[0]` is the program.
+    pub argv: Vec<String>,
+    /// Kill the process after this long.
+    pub timeout: Duration,
+    /// Keep at most this many stderr bytes; more fails the process closed.
+    pub max_stderr: u64,
+}
+
+/// How a process ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// Exit code; `None` when killed by a signal.
+    pub exit_code: Option<i32>,
+    /// Killed because the deadline passed.
+    pub timed_out: bool,
+    /// Captured stderr (at most the cap).
+    pub stderr: Vec<u8>,
+    /// Stderr went past the cap and the process was killed.
+    pub stderr_truncated: bool,
+}
+
+/// Errors starting or waiting for a process.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The process could not be started.
+    #[error("failed to start {program}: {source}")]
+    Spawn {
+        /// What was started.
+        program: String,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Waiting for the process failed.
+    #[error("failed to wait for the sandbox process: {0}")]
+    Wait(#[source] std::io::Error),
+    /// The backend cannot run this request.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A started process.
+pub struct Process {
+    /// Its stdin.
+    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    /// Its stdout.
+    pub stdout: Box<dyn AsyncRead + Send + Unpin>,
+    /// Waits for or stops it.
+    pub control: Box<dyn Control>,
+}
+
+/// Lifecycle of a started process.
+pub trait Control: Send + Sync {
+    /// Waits for the exit (or the deadline) and returns its status.
+    fn wait(&mut self) -> BoxFuture<'_, Result<ExitInfo, ExecError>>;
+    /// Kills the process now.
+    fn abort(&mut self);
+}
+
+/// A way to run processes in a sandbox.
+pub trait ExecBackend: Send + Sync {
+    /// Starts `req.argv`.
+    fn start(&self, req: ExecRequest) -> BoxFuture<'_, Result<Process, ExecError>>;
+    /// A short name for logs ("local", "kube", "scripted").
+    fn name(&self) -> &'static str;
+}

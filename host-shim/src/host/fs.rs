@@ -1,0 +1,130 @@
+//! `sandbox-sync:provider/host-fs` for the component.
+
+use wasmtime::component::Resource;
+use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
+
+use crate::bindings::host_fs::{DirEntry, FsError, Host, HostGrantedDir, Metadata};
+use crate::fs::GrantedDir;
+use crate::state::ShimState;
+
+type FsResult<T> = wasmtime::Result<Result<T, FsError>>;
+
+impl Host for ShimState {}
+
+impl HostGrantedDir for ShimState {
+    async fn writable(&mut self, this: Resource<GrantedDir>) -> wasmtime::Result<bool> {
+        Ok(self.table.get(&this)?.writable())
+    }
+
+    async fn stat(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<Metadata> {
+        Ok(self.table.get(&this)?.stat(&path))
+    }
+
+    async fn stat_follow(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+    ) -> FsResult<Metadata> {
+        Ok(self.table.get(&this)?.stat_follow(&path))
+    }
+
+    async fn read_dir(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+    ) -> FsResult<Vec<DirEntry>> {
+        Ok(self.table.get(&this)?.read_dir(&path))
+    }
+
+    async fn open_read(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+    ) -> FsResult<Resource<DynInputStream>> {
+        match self.table.get(&this)?.open_read(&path) {
+            Ok(s) => {
+                let s: DynInputStream = Box::new(s);
+                Ok(Ok(self.table.push(s)?))
+            }
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    async fn create_exclusive(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+        mode: u32,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        match self.table.get(&this)?.create_exclusive(&path, mode) {
+            Ok(s) => {
+                let s: DynOutputStream = Box::new(s);
+                Ok(Ok(self.table.push(s)?))
+            }
+            Err(e) => Ok(Err(e)),
+        }
+    }
+
+    async fn mkdir(&mut self, this: Resource<GrantedDir>, path: String, mode: u32) -> FsResult<()> {
+        Ok(self.table.get(&this)?.mkdir(&path, mode))
+    }
+
+    async fn symlink(
+        &mut self,
+        this: Resource<GrantedDir>,
+        target: String,
+        path: String,
+    ) -> FsResult<()> {
+        Ok(self.table.get(&this)?.symlink(&target, &path))
+    }
+
+    async fn hard_link(
+        &mut self,
+        this: Resource<GrantedDir>,
+        existing: String,
+        path: String,
+    ) -> FsResult<()> {
+        Ok(self.table.get(&this)?.hard_link(&existing, &path))
+    }
+
+    async fn rename(
+        &mut self,
+        this: Resource<GrantedDir>,
+        src: String,
+        dst: String,
+    ) -> FsResult<()> {
+        Ok(self.table.get(&this)?.rename(&src, &dst))
+    }
+
+    async fn set_mode(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+        mode: u32,
+    ) -> FsResult<()> {
+        Ok(self.table.get(&this)?.set_mode(&path, mode))
+    }
+
+    async fn set_mtime(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+        sec: i64,
+        nsec: u32,
+    ) -> FsResult<()> {
+        Ok(self.table.get(&this)?.set_mtime(&path, sec, nsec))
+    }
+
+    async fn remove(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<()> {
+        Ok(self.table.get(&this)?.remove(&path))
+    }
+
+    async fn sync(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<()> {
+        Ok(self.table.get(&this)?.sync(&path))
+    }
+
+    async fn drop(&mut self, this: Resource<GrantedDir>) -> wasmtime::Result<()> {
+        self.table.delete(this)?;
+        Ok(())
+    }
+}

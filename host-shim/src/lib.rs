@@ -1,0 +1,34 @@
+//! Native host shim for the sandbox-sync provider component.
+//!
+//! The component holds the policy; this crate supplies the mechanism and
+//! hands it over as WIT imports:
+//!
+//! - [`exec`]: streaming exec into the sandbox (`sandbox-sync:provider/sandbox-exec`):
+//!   a [`exec::local::LocalBackend`] process (optionally chrooted into a
+//!   sandbox root with its own mount and PID namespaces) and a
+//!   [`exec::scripted::ScriptedBackend`] fake.
+//! - [`fs`]: host directories granted per call as `cap-std` capabilities
+//!   (`sandbox-sync:provider/host-fs`).
+//! - [`runtime`]: the wasmtime engine, the on-disk compile cache and one
+//!   `InstancePre` per loaded component.
+//! - [`provider`]: a sync call end to end: grants, a fresh store, limits.
+//!
+//! Front ends (the `sandbox-sync` CLI) live in the binary.
+#![deny(missing_docs)]
+
+mod bindings;
+pub mod error;
+pub mod exec;
+pub mod fs;
+mod host;
+pub mod provider;
+pub mod request;
+pub mod runtime;
+mod state;
+mod streams;
+
+pub use error::SyncError;
+pub use provider::{SyncOptions, SyncOutcome};
+pub use request::{FileMapping, MappingKind, OperationResult, PostUploadCommand, SyncOperation};
+pub use runtime::Runtime;
+pub use sandbox_sync_core::ErrorKind;

@@ -1,0 +1,8 @@
+//! The `sandbox-sync` command line.
+
+mod cli;
+mod demo;
+
+fn main() -> std::process::ExitCode {
+    cli::main()
+}

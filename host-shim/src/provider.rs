@@ -1,0 +1,227 @@
+//! One sync call end to end: grant directories, instantiate, call, account.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandbox_sync_core::ErrorKind;
+use wasmtime::component::Resource;
+
+use crate::bindings::types as wit;
+use crate::error::SyncError;
+use crate::exec::ExecBackend;
+use crate::fs::GrantedDir;
+use crate::request::{MappingKind, OperationResult, SyncOperation};
+use crate::runtime::Runtime;
+use crate::state::ShimState;
+
+/// Extra wall time the host allows beyond the exec timeout before it gives up
+/// on the component itself.
+const HOST_GRACE: Duration = Duration::from_secs(30);
+
+/// Limits and the sandbox root of one sync call.
+#[derive(Debug, Clone)]
+pub struct SyncOptions {
+    /// The sandbox-side root every sandbox path must stay under.
+    pub remote_dir: String,
+    /// Wall time for the sandbox exec.
+    pub timeout: Duration,
+    /// Outbound byte guard.
+    pub max_output_bytes: u64,
+    /// Stderr cap.
+    pub max_stderr_bytes: u64,
+    /// Most archive entries accepted from the sandbox.
+    pub max_entries: u64,
+    /// Most metadata bytes accepted from the sandbox.
+    pub max_metadata_bytes: u64,
+}
+
+impl SyncOptions {
+    /// Defaults: 300 s, 8 GiB output guard, 1 MiB stderr, 1,000,000 entries,
+    /// 256 MiB of names and extension records.
+    pub fn new(remote_dir: impl Into<String>) -> Self {
+        SyncOptions {
+            remote_dir: remote_dir.into(),
+            timeout: Duration::from_secs(300),
+            max_output_bytes: 8 << 30,
+            max_stderr_bytes: 1 << 20,
+            max_entries: 1_000_000,
+            max_metadata_bytes: 256 << 20,
+        }
+    }
+
+    fn to_wit(&self, ops: &[SyncOperation]) -> wit::SyncRequest {
+        wit::SyncRequest {
+            remote_dir: self.remote_dir.clone(),
+            operations: ops.iter().map(SyncOperation::to_wit).collect(),
+            limits: wit::SyncLimits {
+                timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+                max_output_bytes: self.max_output_bytes,
+                max_stderr_bytes: self.max_stderr_bytes,
+                max_entries: self.max_entries,
+                max_metadata_bytes: self.max_metadata_bytes,
+            },
+        }
+    }
+}
+
+/// A finished sync call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SyncOutcome {
+    /// Per-operation results, in order.
+    pub operations: Vec<OperationResult>,
+    /// Sandbox execs the call used.
+    pub execs: u64,
+}
+
+/// A failed sync call, with the execs it used.
+#[derive(Debug, Clone)]
+pub struct Failed {
+    /// The error.
+    pub error: SyncError,
+    /// Sandbox execs started before the failure.
+    pub execs: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    In,
+    Out,
+}
+
+impl Runtime {
+    /// Host -> sandbox.
+    ///
+    /// # Errors
+    /// The typed [`SyncError`] the component or the host reported, with the
+    /// number of execs used.
+    pub async fn sync_in(
+        &self,
+        ops: &[SyncOperation],
+        opts: &SyncOptions,
+        backend: Arc<dyn ExecBackend>,
+    ) -> Result<SyncOutcome, Failed> {
+        self.call(Direction::In, ops, opts, backend).await
+    }
+
+    /// Sandbox -> host.
+    ///
+    /// # Errors
+    /// As [`Runtime::sync_in`].
+    pub async fn sync_out(
+        &self,
+        ops: &[SyncOperation],
+        opts: &SyncOptions,
+        backend: Arc<dyn ExecBackend>,
+    ) -> Result<SyncOutcome, Failed> {
+        self.call(Direction::Out, ops, opts, backend).await
+    }
+
+    async fn call(
+        &self,
+        dir: Direction,
+        ops: &[SyncOperation],
+        opts: &SyncOptions,
+        backend: Arc<dyn ExecBackend>,
+    ) -> Result<SyncOutcome, Failed> {
+        let fail = |error: SyncError| Failed { error, execs: 0 };
+        let grants = grant_all(dir, ops).map_err(fail)?;
+        let state = ShimState::new(backend);
+        let (mut store, provider) = self.instantiate(state).await.map_err(|e| {
+            fail(SyncError::new(
+                ErrorKind::Transport,
+                format!("failed to instantiate the provider: {e:#}"),
+            ))
+        })?;
+        let mut handles: Vec<Resource<GrantedDir>> = Vec::with_capacity(grants.len());
+        for g in grants {
+            let r = store.data_mut().table.push(g).map_err(|e| {
+                fail(SyncError::new(
+                    ErrorKind::Io,
+                    format!("resource table: {e}"),
+                ))
+            })?;
+            handles.push(r);
+        }
+        let req = opts.to_wit(ops);
+        let sync = provider.sandbox_sync_provider_sync();
+        let call = async {
+            match dir {
+                Direction::In => sync.call_sync_in(&mut store, &req, &handles).await,
+                Direction::Out => sync.call_sync_out(&mut store, &req, &handles).await,
+            }
+        };
+        let result = tokio::time::timeout(opts.timeout + HOST_GRACE, call).await;
+        let execs = store.data().exec_count();
+        let failed = |error: SyncError| Failed { error, execs };
+        match result {
+            Err(_) => Err(failed(SyncError::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "the sync did not finish within {} ms",
+                    (opts.timeout + HOST_GRACE).as_millis()
+                ),
+            ))),
+            Ok(Err(trap)) => Err(failed(SyncError::new(
+                ErrorKind::Transport,
+                format!("the provider component trapped: {trap:#}"),
+            ))),
+            Ok(Ok(Err(e))) => Err(failed(e.into())),
+            Ok(Ok(Ok(results))) => Ok(SyncOutcome {
+                operations: results.into_iter().map(Into::into).collect(),
+                execs,
+            }),
+        }
+    }
+}
+
+/// Opens one grant per mapping, in order: read-only sources for sync-in,
+/// read-write targets for sync-out. A file mapping grants its parent.
+fn grant_all(dir: Direction, ops: &[SyncOperation]) -> Result<Vec<GrantedDir>, SyncError> {
+    let mut out = Vec::new();
+    for m in ops.iter().flat_map(|o| o.files.iter()) {
+        let host_path = Path::new(match dir {
+            Direction::In => &m.source_path,
+            Direction::Out => &m.target_path,
+        });
+        if !host_path.is_absolute() {
+            return Err(SyncError::new(
+                ErrorKind::InvalidRequest,
+                format!("host path {} is not absolute", host_path.display()),
+            ));
+        }
+        let granted = match m.kind {
+            MappingKind::Directory => host_path.to_path_buf(),
+            MappingKind::File => host_path.parent().map(Path::to_path_buf).ok_or_else(|| {
+                SyncError::new(
+                    ErrorKind::InvalidRequest,
+                    format!("host path {} has no parent", host_path.display()),
+                )
+            })?,
+        };
+        if dir == Direction::Out {
+            std::fs::create_dir_all(&granted).map_err(|e| {
+                SyncError::new(
+                    ErrorKind::Io,
+                    format!("failed to create {}: {e}", granted.display()),
+                )
+            })?;
+        }
+        let g = GrantedDir::open(&granted, dir == Direction::Out).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => SyncError::new(
+                ErrorKind::InvalidRequest,
+                format!("source {} does not exist", host_path.display()),
+            ),
+            std::io::ErrorKind::PermissionDenied if granted.parent().is_none() => SyncError::new(
+                ErrorKind::Confinement,
+                format!("refusing to grant {} to the provider", granted.display()),
+            ),
+            _ => SyncError::new(
+                ErrorKind::Io,
+                format!("failed to open {}: {e}", granted.display()),
+            ),
+        })?;
+        out.push(g);
+    }
+    Ok(out)
+}

@@ -1,0 +1,252 @@
+//! The wasmtime engine, the compile cache, and one `InstancePre` per component.
+
+use std::hash::{DefaultHasher, Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, Store};
+
+use crate::bindings::{self, Provider, ProviderPre};
+use crate::state::ShimState;
+
+/// The provider component built from `guest/component`, embedded at build time.
+pub static EMBEDDED_COMPONENT: &[u8] = include_bytes!(env!("SANDBOX_SYNC_COMPONENT"));
+
+/// The WIT package version this host speaks (`major.minor` must match).
+pub const WIT_VERSION: &str = "0.1.0";
+
+/// Capabilities every provider must declare.
+const REQUIRED_CAPABILITIES: &[&str] = &["sync-in", "sync-out"];
+
+/// How often the epoch advances; guest code yields at each tick.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// What a component says about itself (`describe`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ProviderInfo {
+    /// Provider name.
+    pub name: String,
+    /// Provider version.
+    pub version: String,
+    /// WIT package version it was built against.
+    pub wit_version: String,
+    /// Declared capabilities.
+    pub capabilities: Vec<String>,
+}
+
+/// Failures loading a component.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("failed to read component {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Wasmtime refused it (not a component, wrong imports, ...).
+    #[error("failed to load component: {0}")]
+    Wasm(String),
+    /// It loaded but does not speak this host's contract.
+    #[error("incompatible provider component: {0}")]
+    Incompatible(String),
+}
+
+fn wasm_err(e: wasmtime::Error) -> LoadError {
+    LoadError::Wasm(format!("{e:#}"))
+}
+
+/// A loaded provider component, ready to instantiate per call.
+pub struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) pre: ProviderPre<ShimState>,
+    info: ProviderInfo,
+    _ticker: EpochTicker,
+}
+
+impl Runtime {
+    /// Loads the embedded provider component.
+    ///
+    /// # Errors
+    /// See [`LoadError`].
+    pub async fn embedded() -> Result<Self, LoadError> {
+        Self::from_bytes(EMBEDDED_COMPONENT).await
+    }
+
+    /// Loads a provider component from a `.wasm` file at run time.
+    ///
+    /// # Errors
+    /// See [`LoadError`].
+    pub async fn from_file(path: &Path) -> Result<Self, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::from_bytes(&bytes).await
+    }
+
+    async fn from_bytes(bytes: &[u8]) -> Result<Self, LoadError> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(wasm_err)?;
+        let component = compile_cached(&engine, bytes)?;
+        let mut linker: Linker<ShimState> = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(wasm_err)?;
+        // wasi:io comes from wasmtime-wasi above; link our own interfaces one by one.
+        bindings::types::add_to_linker::<ShimState, HasSelf<ShimState>>(&mut linker, |s| s)
+            .map_err(wasm_err)?;
+        bindings::sandbox_exec::add_to_linker::<ShimState, HasSelf<ShimState>>(&mut linker, |s| s)
+            .map_err(wasm_err)?;
+        bindings::host_fs::add_to_linker::<ShimState, HasSelf<ShimState>>(&mut linker, |s| s)
+            .map_err(wasm_err)?;
+        let pre = ProviderPre::new(linker.instantiate_pre(&component).map_err(wasm_err)?)
+            .map_err(wasm_err)?;
+        let ticker = EpochTicker::start(engine.clone());
+        let mut runtime = Runtime {
+            engine,
+            pre,
+            info: ProviderInfo {
+                name: String::new(),
+                version: String::new(),
+                wit_version: String::new(),
+                capabilities: vec![],
+            },
+            _ticker: ticker,
+        };
+        runtime.info = runtime.describe().await?;
+        check_compatible(&runtime.info)?;
+        Ok(runtime)
+    }
+
+    /// What the loaded component reported from `describe`.
+    pub fn info(&self) -> &ProviderInfo {
+        &self.info
+    }
+
+    async fn describe(&self) -> Result<ProviderInfo, LoadError> {
+        let backend = Arc::new(crate::exec::scripted::ScriptedBackend::new(Vec::new(), 0));
+        let (mut store, provider) = self
+            .instantiate(ShimState::new(backend))
+            .await
+            .map_err(wasm_err)?;
+        let info = provider
+            .sandbox_sync_provider_sync()
+            .call_describe(&mut store)
+            .await
+            .map_err(wasm_err)?;
+        Ok(ProviderInfo {
+            name: info.name,
+            version: info.version,
+            wit_version: info.wit_version,
+            capabilities: info.capabilities,
+        })
+    }
+
+    /// A fresh store and instance for one call (microseconds with `InstancePre`).
+    pub(crate) async fn instantiate(
+        &self,
+        state: ShimState,
+    ) -> wasmtime::Result<(Store<ShimState>, Provider)> {
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limits);
+        store.epoch_deadline_async_yield_and_update(1);
+        let provider = self.pre.instantiate_async(&mut store).await?;
+        Ok((store, provider))
+    }
+}
+
+fn check_compatible(info: &ProviderInfo) -> Result<(), LoadError> {
+    let major_minor = |v: &str| v.split('.').take(2).collect::<Vec<_>>().join(".");
+    if major_minor(&info.wit_version) != major_minor(WIT_VERSION) {
+        return Err(LoadError::Incompatible(format!(
+            "{} {} was built against WIT {}, this host speaks {WIT_VERSION}",
+            info.name, info.version, info.wit_version
+        )));
+    }
+    for cap in REQUIRED_CAPABILITIES {
+        if !info.capabilities.iter().any(|c| c == cap) {
+            return Err(LoadError::Incompatible(format!(
+                "{} does not declare the {cap:?} capability",
+                info.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Compiles `bytes`, reusing a precompiled artifact from the cache directory.
+fn compile_cached(engine: &Engine, bytes: &[u8]) -> Result<Component, LoadError> {
+    let Some(dir) = cache_dir() else {
+        return Component::new(engine, bytes).map_err(wasm_err);
+    };
+    let mut h = DefaultHasher::new();
+    engine.precompile_compatibility_hash().hash(&mut h);
+    let key = format!("{:x}-{:016x}", Sha256::digest(bytes), h.finish());
+    let path = dir.join(format!("{key}.cwasm"));
+    if path.exists() {
+        // SAFETY: the file was written by `precompile_component` of an engine
+        // with the same compatibility hash into our private (0700) cache dir.
+        if let Ok(c) = unsafe { Component::deserialize_file(engine, &path) } {
+            return Ok(c);
+        }
+    }
+    let artifact = engine.precompile_component(bytes).map_err(wasm_err)?;
+    let stored = (|| -> std::io::Result<()> {
+        let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
+        std::io::Write::write_all(&mut tmp, &artifact)?;
+        tmp.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    })();
+    if let Err(e) = stored {
+        tracing::debug!("compile cache not written: {e}");
+    }
+    // SAFETY: `artifact` was just produced by `precompile_component` on this engine.
+    unsafe { Component::deserialize(engine, &artifact) }.map_err(wasm_err)
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("SANDBOX_SYNC_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("sandbox-sync"))
+        })
+        .or_else(|| {
+            std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/sandbox-sync"))
+        })?;
+    std::fs::create_dir_all(&base).ok()?;
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).ok()?;
+    Some(base)
+}
+
+/// Advances the engine's epoch so long-running guest code yields.
+struct EpochTicker {
+    stop: Arc<AtomicBool>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            while !flag.load(Ordering::Relaxed) {
+                std::thread::sleep(EPOCH_TICK);
+                engine.increment_epoch();
+            }
+        });
+        EpochTicker { stop }
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
