@@ -1,1 +1,12 @@
+#![allow(clippy::unwrap_used)] // test code: a panic is the failure report
+//! End-to-end conformance suite: the real component through the real shim
+//! against a real `sh` and `tar`, once on GNU and once on BusyBox.
+//!
+//! Each numbered test names the seed behaviour it covers (see
+//! `paperclip-protocol.md` §3); the rest cover the contract's other clauses.
 
+mod commands; // post-upload commands (seed tests 16-21)
+mod confinement; // path confinement in both directions (1, 2, 6-8, 12, 14, 19, 20)
+mod failures; // bad input, faults and fail-loud behaviour
+mod sync_in; // inbound files and directories (3-5, 9)
+mod sync_out; // outbound files and directories (10, 11, 13, 15)

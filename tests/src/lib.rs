@@ -1,1 +1,420 @@
+//! Test support for the end-to-end conformance suite.
+//!
+//! A [`Sandbox`] is a real local sandbox — real `sh` and `tar` — with a
+//! remote dir, a directory outside it (for escape attempts) and a host-side
+//! work dir for sources and targets. [`Userland::Gnu`] runs the host's
+//! `/bin/sh` with GNU coreutils and tar (as the seeds' own harness does);
+//! [`Userland::BusyBox`] chroots into a BusyBox root with new mount and PID
+//! namespaces and runs as uid 65534, the way a minimal pod would.
+//!
+//! Sync calls go through the real shim and the real component
+//! ([`sandbox_sync_host::Runtime::embedded`], or a `.wasm` named by
+//! `SANDBOX_SYNC_COMPONENT` so other components can be plugged in).
 
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use sandbox_sync_host::exec::local::LocalBackend;
+use sandbox_sync_host::exec::ExecBackend;
+pub use sandbox_sync_host::provider::Failed;
+pub use sandbox_sync_host::{
+    ErrorKind, FileMapping, MappingKind, OperationResult, PostUploadCommand, Runtime,
+    SyncOperation, SyncOptions, SyncOutcome,
+};
+
+/// Which userland the sandbox has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Userland {
+    /// The host's `/bin/sh`, GNU coreutils and GNU tar, no chroot.
+    Gnu,
+    /// Debian's busybox-static in a chroot, as uid 65534.
+    BusyBox,
+}
+
+/// The uid BusyBox sandboxes run as.
+pub const SANDBOX_UID: u32 = 65534;
+
+fn tokio() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime")
+    })
+}
+
+/// Runs `f` to completion on the shared runtime.
+pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio().block_on(f)
+}
+
+/// The provider under test, loaded once per test process.
+pub fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        block_on(async {
+            match std::env::var_os("SANDBOX_SYNC_COMPONENT") {
+                Some(p) => Runtime::from_file(Path::new(&p)).await,
+                None => Runtime::embedded().await,
+            }
+        })
+        .expect("load the provider component")
+    })
+}
+
+/// A shared BusyBox root; each sandbox gets its own directory inside it.
+fn busybox_root() -> &'static Path {
+    static ROOT: OnceLock<PathBuf> = OnceLock::new();
+    ROOT.get_or_init(|| {
+        let busybox = Path::new("/bin/busybox");
+        assert!(
+            busybox.exists(),
+            "BusyBox sandboxes need busybox-static (apt-get install busybox-static)"
+        );
+        let root = std::env::temp_dir().join(format!("sandbox-sync-bbroot-{}", std::process::id()));
+        std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
+        std::fs::copy(busybox, root.join("bin/busybox")).expect("copy busybox");
+        let out = std::process::Command::new(root.join("bin/busybox"))
+            .arg("--list")
+            .output()
+            .expect("busybox --list");
+        for applet in String::from_utf8_lossy(&out.stdout).lines() {
+            if applet != "busybox" {
+                let _ = symlink("busybox", root.join("bin").join(applet));
+            }
+        }
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755))
+            .expect("chmod root");
+        root
+    })
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+/// One test's sandbox and host work dir.
+pub struct Sandbox {
+    /// The userland inside.
+    pub userland: Userland,
+    _tmp: tempfile::TempDir,
+    /// Host path that `/` of the sandbox maps to (`/` for [`Userland::Gnu`]).
+    root: PathBuf,
+    /// Sandbox-side path of the remote dir.
+    pub remote: String,
+    /// Sandbox-side path of a directory outside the remote dir.
+    pub outside: String,
+    /// Host-side work dir for sources and targets.
+    pub host: PathBuf,
+    backend: Arc<dyn ExecBackend>,
+}
+
+impl Sandbox {
+    /// A fresh sandbox with an empty remote dir.
+    pub fn new(userland: Userland) -> Self {
+        let tmp = tempfile::Builder::new()
+            .prefix("sandbox-sync-test-")
+            .tempdir()
+            .expect("tempdir");
+        let host = tmp.path().join("host");
+        std::fs::create_dir_all(&host).expect("host dir");
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let (root, base, backend): (PathBuf, String, Arc<dyn ExecBackend>) = match userland {
+            Userland::Gnu => {
+                let base = tmp.path().join("sandbox");
+                (
+                    PathBuf::from("/"),
+                    base.display().to_string(),
+                    Arc::new(LocalBackend::host()),
+                )
+            }
+            Userland::BusyBox => {
+                let root = busybox_root().to_path_buf();
+                let backend = LocalBackend::sandbox_root(&root)
+                    .expect("sandbox root")
+                    .user(SANDBOX_UID);
+                (
+                    root,
+                    format!("/t{}-{n}", std::process::id()),
+                    Arc::new(backend),
+                )
+            }
+        };
+        let sb = Sandbox {
+            userland,
+            remote: format!("{base}/workspace"),
+            outside: format!("{base}/outside"),
+            _tmp: tmp,
+            root,
+            host,
+            backend,
+        };
+        for dir in [&sb.remote, &sb.outside] {
+            let p = sb.on_host(dir);
+            std::fs::create_dir_all(&p).expect("sandbox dirs");
+            sb.give_to_sandbox(&p);
+        }
+        if userland == Userland::BusyBox {
+            sb.give_to_sandbox(&sb.on_host(&base));
+        }
+        sb
+    }
+
+    /// Makes a host path belong to the sandbox user.
+    pub fn give_to_sandbox(&self, p: &Path) {
+        if self.userland == Userland::BusyBox {
+            let _ = std::os::unix::fs::lchown(p, Some(SANDBOX_UID), Some(SANDBOX_UID));
+        }
+    }
+
+    /// The sandbox path `rel` under the remote dir.
+    pub fn remote(&self, rel: &str) -> String {
+        if rel.is_empty() {
+            self.remote.clone()
+        } else {
+            format!("{}/{rel}", self.remote)
+        }
+    }
+
+    /// The host path a sandbox path maps to.
+    pub fn on_host(&self, sandbox_path: &str) -> PathBuf {
+        self.root.join(sandbox_path.trim_start_matches('/'))
+    }
+
+    /// The host path of `rel` under the remote dir.
+    pub fn remote_on_host(&self, rel: &str) -> PathBuf {
+        self.on_host(&self.remote(rel))
+    }
+
+    /// Writes a file inside the sandbox (owned by the sandbox user).
+    pub fn write_remote(&self, rel: &str, data: &[u8]) -> PathBuf {
+        let p = self.remote_on_host(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+            let mut d = parent.to_path_buf();
+            while d.starts_with(self.remote_on_host("")) {
+                self.give_to_sandbox(&d);
+                if !d.pop() {
+                    break;
+                }
+            }
+        }
+        std::fs::write(&p, data).expect("write");
+        self.give_to_sandbox(&p);
+        p
+    }
+
+    /// Plants a symlink inside the sandbox (as a hostile agent would).
+    pub fn plant_symlink(&self, rel: &str, target: &str) {
+        let p = self.remote_on_host(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        symlink(target, &p).expect("symlink");
+        self.give_to_sandbox(&p);
+    }
+
+    /// Writes a host file under the work dir.
+    pub fn write_host(&self, rel: &str, data: &[u8]) -> PathBuf {
+        let p = self.host.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).expect("mkdir");
+        }
+        std::fs::write(&p, data).expect("write");
+        p
+    }
+
+    /// Default options for this sandbox's remote dir.
+    pub fn options(&self) -> SyncOptions {
+        SyncOptions::new(self.remote.clone())
+    }
+
+    /// The exec backend.
+    pub fn backend(&self) -> Arc<dyn ExecBackend> {
+        Arc::clone(&self.backend)
+    }
+
+    /// This sandbox's backend with every exec start delayed by `latency`.
+    pub fn slow_backend(&self, latency: std::time::Duration) -> Arc<dyn ExecBackend> {
+        let b = match self.userland {
+            Userland::Gnu => LocalBackend::host(),
+            Userland::BusyBox => LocalBackend::sandbox_root(busybox_root())
+                .expect("sandbox root")
+                .user(SANDBOX_UID),
+        };
+        Arc::new(b.exec_latency(latency))
+    }
+
+    /// Sync-in through `backend`.
+    pub fn sync_in_via(
+        &self,
+        ops: &[SyncOperation],
+        backend: Arc<dyn ExecBackend>,
+    ) -> Result<SyncOutcome, Failed> {
+        block_on(runtime().sync_in(ops, &self.options(), backend))
+    }
+
+    /// Sync-in with default options.
+    pub fn sync_in(&self, ops: &[SyncOperation]) -> Result<SyncOutcome, Failed> {
+        self.sync_in_with(ops, &self.options())
+    }
+
+    /// Sync-in with `opts`.
+    pub fn sync_in_with(
+        &self,
+        ops: &[SyncOperation],
+        opts: &SyncOptions,
+    ) -> Result<SyncOutcome, Failed> {
+        block_on(runtime().sync_in(ops, opts, self.backend()))
+    }
+
+    /// Sync-out with default options.
+    pub fn sync_out(&self, ops: &[SyncOperation]) -> Result<SyncOutcome, Failed> {
+        self.sync_out_with(ops, &self.options())
+    }
+
+    /// Sync-out with `opts`.
+    pub fn sync_out_with(
+        &self,
+        ops: &[SyncOperation],
+        opts: &SyncOptions,
+    ) -> Result<SyncOutcome, Failed> {
+        block_on(runtime().sync_out(ops, opts, self.backend()))
+    }
+
+    /// Every `.paperclip-upload*` name under the sandbox base and the host work dir.
+    pub fn scratch_left(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        let sandbox_base = self
+            .on_host(&self.remote)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default();
+        for dir in [sandbox_base, self.host.clone()] {
+            walk(&dir, &mut |p| {
+                if p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(".paperclip-upload"))
+                {
+                    found.push(p.to_path_buf());
+                }
+            });
+        }
+        found
+    }
+
+    /// Everything under the sandbox's outside dir.
+    pub fn outside_entries(&self) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        walk(&self.on_host(&self.outside), &mut |p| {
+            found.push(p.to_path_buf())
+        });
+        found
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if self.userland == Userland::BusyBox {
+            if let Some(base) = self.on_host(&self.remote).parent() {
+                let _ = std::fs::remove_dir_all(base);
+            }
+        }
+    }
+}
+
+/// Visits every path under `dir` (not following symlinks).
+pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        f(&p);
+        if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            walk(&p, f);
+        }
+    }
+}
+
+/// A file mapping.
+pub fn file(source: impl AsRef<Path>, target: impl Into<String>) -> FileMapping {
+    FileMapping {
+        source_path: source.as_ref().display().to_string(),
+        target_path: target.into(),
+        kind: MappingKind::File,
+        mode: None,
+        exclude: None,
+        follow_symlinks: None,
+    }
+}
+
+/// A directory mapping.
+pub fn dir(source: impl AsRef<Path>, target: impl Into<String>) -> FileMapping {
+    FileMapping {
+        kind: MappingKind::Directory,
+        ..file(source, target)
+    }
+}
+
+/// Sync-out mappings take a sandbox source and a host target.
+pub fn file_out(source: impl Into<String>, target: impl AsRef<Path>) -> FileMapping {
+    FileMapping {
+        source_path: source.into(),
+        target_path: target.as_ref().display().to_string(),
+        kind: MappingKind::File,
+        mode: None,
+        exclude: None,
+        follow_symlinks: None,
+    }
+}
+
+/// A directory sync-out mapping.
+pub fn dir_out(source: impl Into<String>, target: impl AsRef<Path>) -> FileMapping {
+    FileMapping {
+        kind: MappingKind::Directory,
+        ..file_out(source, target)
+    }
+}
+
+/// One operation.
+pub fn op(id: &str, files: Vec<FileMapping>) -> SyncOperation {
+    SyncOperation {
+        operation_id: id.into(),
+        files,
+        post_upload_commands: None,
+    }
+}
+
+/// A post-upload command.
+pub fn cmd(command: &str, cwd: Option<String>) -> PostUploadCommand {
+    PostUploadCommand {
+        command: command.into(),
+        cwd,
+        timeout_ms: None,
+    }
+}
+
+/// Mode bits of a path (no follow).
+pub fn mode(p: &Path) -> u32 {
+    std::fs::symlink_metadata(p)
+        .expect("stat")
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Defines each conformance test once per userland.
+#[macro_export]
+macro_rules! for_each_userland {
+    ($($name:ident),* $(,)?) => {
+        mod gnu {
+            $( #[test] fn $name() { super::$name($crate::Userland::Gnu) } )*
+        }
+        mod busybox {
+            $( #[test] fn $name() { super::$name($crate::Userland::BusyBox) } )*
+        }
+    };
+}

@@ -455,16 +455,11 @@ fn splice_file(
 /// Reads the inbound program's status lines until stdout ends.
 fn read_status(stdout: &InputStream) -> Vec<Status> {
     let mut bytes = Vec::new();
-    loop {
-        match stdout.blocking_read(64 * 1024) {
-            Ok(chunk) => {
-                if bytes.len() as u64 + chunk.len() as u64 > MAX_STATUS_BYTES {
-                    break;
-                }
-                bytes.extend_from_slice(&chunk);
-            }
-            Err(_) => break,
+    while let Ok(chunk) = stdout.blocking_read(64 * 1024) {
+        if bytes.len() as u64 + chunk.len() as u64 > MAX_STATUS_BYTES {
+            break;
         }
+        bytes.extend_from_slice(&chunk);
     }
     String::from_utf8_lossy(&bytes)
         .lines()

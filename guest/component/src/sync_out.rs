@@ -332,7 +332,7 @@ fn extract(
             .map_err(|err| fs("create symlink", &join(target, path), err))?;
     }
     // Deepest first, so a read-only directory never blocks its children.
-    dirs.sort_by(|a, b| b.0.len().cmp(&a.0.len()));
+    dirs.sort_by_key(|d| std::cmp::Reverse(d.0.len()));
     for (path, mode) in dirs {
         grant
             .set_mode(&at(&path), (mode & HOST_MASK) | BUILD_DIR_MODE)

@@ -107,7 +107,7 @@ _ss_tag=${_ss_S##*/}
 _ss_pending=
 _ss_cleanup() { [ -z "$_ss_pending" ] || rm -rf "$_ss_pending"; rm -rf "$_ss_S"; }
 trap _ss_cleanup EXIT
-trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
+trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM
 _ss_pin "$_ss_S" 9
 "#;
 

@@ -9,6 +9,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal};
@@ -18,6 +20,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::{BoxFuture, Control, ExecBackend, ExecError, ExecRequest, ExitInfo, Process};
+
+/// How long a timed-out process gets between TERM and KILL to clean up.
+const TERM_GRACE: Duration = Duration::from_secs(2);
 
 /// How long to wait for stderr EOF after the process exits (a stray
 /// grandchild may hold the pipe open).
@@ -156,13 +161,16 @@ impl ExecBackend for LocalBackend {
                 };
             let pgid = child.id().and_then(|id| Pid::from_raw(id as i32));
             let stderr_task = tokio::spawn(capture_stderr(stderr, req.max_stderr, pgid));
+            let timed_out = Arc::new(AtomicBool::new(false));
+            let watchdog = tokio::spawn(watchdog(deadline, pgid, Arc::clone(&timed_out)));
             Ok(Process {
                 stdin: Box::new(stdin),
                 stdout: Box::new(stdout),
                 control: Box::new(LocalControl {
                     child,
                     pgid,
-                    deadline,
+                    timed_out,
+                    watchdog,
                     stderr_task: Some(stderr_task),
                 }),
             })
@@ -203,31 +211,46 @@ async fn capture_stderr(
 }
 
 fn kill_group(pgid: Option<Pid>) {
+    signal_group(pgid, Signal::KILL);
+}
+
+fn signal_group(pgid: Option<Pid>, signal: Signal) {
     if let Some(pgid) = pgid {
         // The group may already be gone; nothing else to do then.
-        let _ = kill_process_group(pgid, Signal::KILL);
+        let _ = kill_process_group(pgid, signal);
     }
+}
+
+/// Enforces the deadline whether or not anyone is waiting: TERM first so the
+/// script's trap removes its scratch dir, KILL after a grace period.
+async fn watchdog(deadline: Instant, pgid: Option<Pid>, timed_out: Arc<AtomicBool>) {
+    tokio::time::sleep_until(deadline).await;
+    timed_out.store(true, Ordering::SeqCst);
+    signal_group(pgid, Signal::TERM);
+    tokio::time::sleep(TERM_GRACE).await;
+    kill_group(pgid);
 }
 
 struct LocalControl {
     child: Child,
     pgid: Option<Pid>,
-    deadline: Instant,
+    timed_out: Arc<AtomicBool>,
+    watchdog: JoinHandle<()>,
     stderr_task: Option<JoinHandle<(Vec<u8>, bool)>>,
+}
+
+impl Drop for LocalControl {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+    }
 }
 
 impl Control for LocalControl {
     fn wait(&mut self) -> BoxFuture<'_, Result<ExitInfo, ExecError>> {
         Box::pin(async move {
-            let mut timed_out = false;
-            let status = match tokio::time::timeout_at(self.deadline, self.child.wait()).await {
-                Ok(status) => status.map_err(ExecError::Wait)?,
-                Err(_) => {
-                    timed_out = true;
-                    kill_group(self.pgid);
-                    self.child.wait().await.map_err(ExecError::Wait)?
-                }
-            };
+            let status = self.child.wait().await.map_err(ExecError::Wait)?;
+            self.watchdog.abort();
+            let timed_out = self.timed_out.load(Ordering::SeqCst);
             // Whatever the shell left behind in its group goes with it.
             kill_group(self.pgid);
             let (stderr, stderr_truncated) = match self.stderr_task.take() {

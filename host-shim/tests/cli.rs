@@ -1,0 +1,163 @@
+//! The `sandbox-sync` CLI contract: JSON on stdout, `error[kind]: …` on
+//! stderr, exit 0 / 1 (sync failed) / 2 (usage).
+#![allow(clippy::unwrap_used)]
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn run(args: &[&str], stdin: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-sync"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn sync_in_and_out_print_results_as_json() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = tmp.path().join("remote");
+    std::fs::create_dir_all(&remote).unwrap();
+    let src = tmp.path().join("a.txt");
+    std::fs::write(&src, "hello").unwrap();
+    let ops = serde_json::json!([{
+        "operationId": "op-1",
+        "files": [{"sourcePath": src, "targetPath": remote.join("x/a.txt"), "kind": "file", "mode": 0o640}],
+        "postUploadCommands": [{"command": "cp x/a.txt copy.txt"}]
+    }]);
+    let out = run(
+        &[
+            "sync-in",
+            "--remote-dir",
+            remote.to_str().unwrap(),
+            "--ops",
+            "-",
+        ],
+        &ops.to_string(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"operations": [{"operationId": "op-1", "filesTransferred": 1, "bytesTransferred": 5}]})
+    );
+    assert_eq!(
+        std::fs::read_to_string(remote.join("copy.txt")).unwrap(),
+        "hello"
+    );
+
+    let back = tmp.path().join("back.txt");
+    let ops = serde_json::json!([{"operationId": "o", "files": [{"sourcePath": remote.join("copy.txt"), "targetPath": back, "kind": "file"}]}]);
+    let ops_file = tmp.path().join("ops.json");
+    std::fs::write(&ops_file, ops.to_string()).unwrap();
+    let out = run(
+        &[
+            "sync-out",
+            "--remote-dir",
+            remote.to_str().unwrap(),
+            "--ops",
+            ops_file.to_str().unwrap(),
+        ],
+        "",
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&back).unwrap(), "hello");
+}
+
+#[test]
+fn malformed_ops_is_a_usage_error() {
+    for bad in [
+        "not json",
+        "{\"operationId\": 1}",
+        "[{\"operationId\": \"o\"}]",
+    ] {
+        let out = run(&["sync-in", "--remote-dir", "/tmp/x", "--ops", "-"], bad);
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("error[invalid-request]") && err.contains("--ops"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn missing_arguments_are_usage_errors() {
+    let out = run(&["sync-in", "--ops", "-"], "[]");
+    assert_eq!(out.status.code(), Some(2));
+    let out = run(&["frobnicate"], "");
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn escaping_target_fails_with_a_typed_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("a");
+    std::fs::write(&src, "x").unwrap();
+    let ops = serde_json::json!([{"operationId": "o", "files": [{"sourcePath": src, "targetPath": "/workspace/../etc/passwd", "kind": "file"}]}]);
+    let out = run(
+        &["sync-in", "--remote-dir", "/workspace", "--ops", "-"],
+        &ops.to_string(),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error[confinement]: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn incompatible_component_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bogus = tmp.path().join("bogus.wasm");
+    std::fs::write(&bogus, b"\0asm\x0d\0\x01\0garbage").unwrap();
+    let out = run(
+        &[
+            "sync-in",
+            "--remote-dir",
+            "/w",
+            "--ops",
+            "-",
+            "--component",
+            bogus.to_str().unwrap(),
+        ],
+        "[]",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("failed to load component"));
+}
+
+#[test]
+fn demo_runs() {
+    let out = run(&["demo"], "");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("sync-in: 1 exec(s)") && text.contains("sync-out: 1 exec(s)"),
+        "{text}"
+    );
+}

@@ -1,0 +1,155 @@
+use sandbox_sync_tests::*;
+
+fn with_cmds(mut o: SyncOperation, cmds: Vec<PostUploadCommand>) -> SyncOperation {
+    o.post_upload_commands = Some(cmds);
+    o
+}
+
+/// Seed 16: commands run after the upload, in order, verbatim, in the same
+/// single exec (the seed needed one exec per command).
+fn commands_run_in_order_after_upload(u: Userland) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("hello.txt", b"hello");
+    let o = with_cmds(
+        op("o", vec![file(&src, sb.remote("in.txt"))]),
+        vec![
+            cmd("cat in.txt > out.txt", None),
+            cmd("printf DONE >> out.txt", None),
+        ],
+    );
+    let out = sb.sync_in(&[o]).expect("sync-in");
+    assert_eq!(out.execs, 1);
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("out.txt")).unwrap(),
+        b"helloDONE"
+    );
+}
+
+/// Commands are passed verbatim: quotes, globs and `$` reach `sh -c` as written.
+fn commands_are_verbatim(u: Userland) {
+    let sb = Sandbox::new(u);
+    let c = r#"printf '%s|' "$0" 'a b' "it's" '$(id)' > args.txt; echo "${HOME+set}" >/dev/null"#;
+    sb.sync_in(&[with_cmds(op("o", vec![]), vec![cmd(c, None)])])
+        .expect("sync-in");
+    assert_eq!(
+        std::fs::read_to_string(sb.remote_on_host("args.txt")).unwrap(),
+        "sandbox-sync-post-upload|a b|it's|$(id)|"
+    );
+}
+
+/// Seed 17: an explicit cwd is confined and used (`pwd -P` is its realpath).
+fn command_in_explicit_cwd(u: Userland) {
+    let sb = Sandbox::new(u);
+    std::fs::create_dir_all(sb.remote_on_host("sub/dir")).unwrap();
+    sb.give_to_sandbox(&sb.remote_on_host("sub"));
+    sb.give_to_sandbox(&sb.remote_on_host("sub/dir"));
+    sb.sync_in(&[with_cmds(
+        op("o", vec![]),
+        vec![cmd("pwd -P > where.txt", Some(sb.remote("sub/dir")))],
+    )])
+    .expect("sync-in");
+    let got = std::fs::read_to_string(sb.remote_on_host("sub/dir/where.txt")).unwrap();
+    assert_eq!(got.trim(), sb.remote("sub/dir"));
+}
+
+/// Seed 18: a non-zero exit fails the operation loud and skips the rest.
+fn failing_command_stops_the_rest(u: Userland) {
+    let sb = Sandbox::new(u);
+    let o = with_cmds(
+        op("op-a", vec![]),
+        vec![
+            cmd("echo oops >&2; exit 3", None),
+            cmd("touch second-ran", None),
+        ],
+    );
+    let later = with_cmds(op("op-b", vec![]), vec![cmd("touch later-ran", None)]);
+    let err = sb.sync_in(&[o, later]).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::CommandFailed, "{}", err.error);
+    assert!(
+        err.error
+            .message
+            .contains("post-upload command failed (exit 3)"),
+        "{}",
+        err.error
+    );
+    let details = err.error.command.clone().expect("details");
+    assert_eq!(details.operation_id, "op-a");
+    assert_eq!(details.exit_code, Some(3));
+    assert!(details.stderr.contains("oops"), "{details:?}");
+    assert!(!sb.remote_on_host("second-ran").exists());
+    assert!(!sb.remote_on_host("later-ran").exists());
+    assert!(sb.scratch_left().is_empty());
+}
+
+/// A failure in a later operation names that operation; earlier ones applied.
+fn failure_names_the_failing_operation(u: Userland) {
+    let sb = Sandbox::new(u);
+    let a = sb.write_host("a", b"a");
+    let ok = op("first", vec![file(&a, sb.remote("a"))]);
+    let bad = with_cmds(op("second", vec![]), vec![cmd("exit 7", None)]);
+    let err = sb.sync_in(&[ok, bad]).unwrap_err();
+    assert!(err.error.message.contains("second"), "{}", err.error);
+    assert!(
+        sb.remote_on_host("a").exists(),
+        "the first operation completed"
+    );
+}
+
+/// Per-command timeoutMs stops a command that runs too long.
+fn command_timeout(u: Userland) {
+    let sb = Sandbox::new(u);
+    let mut c = cmd("sleep 30", None);
+    c.timeout_ms = Some(300);
+    let t = std::time::Instant::now();
+    let err = sb
+        .sync_in(&[with_cmds(op("o", vec![]), vec![c])])
+        .unwrap_err();
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(15),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert_eq!(err.error.kind, ErrorKind::CommandFailed, "{}", err.error);
+    assert!(
+        err.error.command.as_ref().is_some_and(|c| c.timed_out),
+        "{}",
+        err.error
+    );
+}
+
+/// Commands read /dev/null, never the sync stream.
+fn command_stdin_is_dev_null(u: Userland) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("f", &[b'x'; 100_000]);
+    let o = with_cmds(
+        op("o", vec![file(&src, sb.remote("f"))]),
+        vec![cmd("cat > stdin.txt", None)],
+    );
+    sb.sync_in(&[o]).expect("sync-in");
+    assert_eq!(std::fs::read(sb.remote_on_host("stdin.txt")).unwrap(), b"");
+}
+
+/// Seed 21: no commands means no extra exec.
+fn no_extra_exec_without_commands(u: Userland) {
+    let sb = Sandbox::new(u);
+    let a = sb.write_host("a", b"a");
+    let out = sb
+        .sync_in(&[with_cmds(op("o", vec![file(&a, sb.remote("a"))]), vec![])])
+        .expect("sync-in");
+    assert_eq!(out.execs, 1);
+    let out = sb
+        .sync_in(&[op("o", vec![file(&a, sb.remote("a"))])])
+        .expect("sync-in");
+    assert_eq!(out.execs, 1);
+}
+
+sandbox_sync_tests::for_each_userland!(
+    commands_run_in_order_after_upload,
+    commands_are_verbatim,
+    command_in_explicit_cwd,
+    failing_command_stops_the_rest,
+    failure_names_the_failing_operation,
+    command_timeout,
+    command_stdin_is_dev_null,
+    no_extra_exec_without_commands,
+);

@@ -1,0 +1,229 @@
+use sandbox_sync_tests::*;
+
+fn assert_confinement(err: &Failed, execs: u64) {
+    assert_eq!(err.error.kind, ErrorKind::Confinement, "{}", err.error);
+    assert_eq!(err.execs, execs, "{}", err.error);
+}
+
+/// Seeds 1, 6: escaping or relative targets fail before any exec.
+fn rejects_escaping_targets_before_exec(u: Userland) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("f", b"x");
+    for bad in [
+        format!("{}/../etc/passwd", sb.remote),
+        "/etc/passwd".to_string(),
+        "relative/path".to_string(),
+        format!("{}x/a", sb.remote),
+    ] {
+        let err = sb
+            .sync_in(&[op("o", vec![file(&src, bad.clone())])])
+            .unwrap_err();
+        assert_confinement(&err, 0);
+        assert!(
+            err.error.message.contains("escapes") || err.error.message.contains("not a confined"),
+            "{}",
+            err.error
+        );
+        let err = sb
+            .sync_in(&[op("o", vec![dir(&sb.host, bad)])])
+            .unwrap_err();
+        assert_confinement(&err, 0);
+    }
+    assert!(sb.outside_entries().is_empty());
+}
+
+/// Seed 2: targets inside the remote dir, and the remote dir itself, are accepted.
+fn accepts_targets_inside(u: Userland) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("f", b"x");
+    sb.sync_in(&[op("o", vec![file(&src, sb.remote("a/b.txt"))])])
+        .expect("inside");
+    std::fs::create_dir_all(sb.host.join("d")).unwrap();
+    sb.sync_in(&[op("o", vec![dir(sb.host.join("d"), sb.remote(""))])])
+        .expect("the remote dir itself");
+}
+
+/// Seed 7: a sandbox-planted symlink ancestor is refused before `mkdir -p`
+/// can create anything outside the root.
+fn refuses_mkdir_through_planted_symlink(u: Userland) {
+    let sb = Sandbox::new(u);
+    sb.plant_symlink("planted", &sb.outside);
+    let src = sb.write_host("f", b"x");
+    let err = sb
+        .sync_in(&[op("o", vec![file(&src, sb.remote("planted/sub/deeper/f"))])])
+        .unwrap_err();
+    assert_confinement(&err, 1);
+    assert!(err.error.message.contains("ESCAPE"), "{}", err.error);
+    assert!(
+        sb.outside_entries().is_empty(),
+        "{:?}",
+        sb.outside_entries()
+    );
+    assert!(sb.scratch_left().is_empty());
+}
+
+/// Seed 8: a directory mapping through a symlink ancestor mutates nothing outside.
+fn refuses_directory_through_planted_symlink(u: Userland) {
+    let sb = Sandbox::new(u);
+    sb.plant_symlink("planted", &sb.outside);
+    sb.write_host("d/f", b"x");
+    let err = sb
+        .sync_in(&[op(
+            "o",
+            vec![dir(sb.host.join("d"), sb.remote("planted/sub"))],
+        )])
+        .unwrap_err();
+    assert_confinement(&err, 1);
+    let err = sb
+        .sync_in(&[op("o", vec![dir(sb.host.join("d"), sb.remote("planted"))])])
+        .unwrap_err();
+    assert!(
+        matches!(err.error.kind, ErrorKind::Confinement),
+        "{}",
+        err.error
+    );
+    assert!(
+        sb.outside_entries().is_empty(),
+        "{:?}",
+        sb.outside_entries()
+    );
+}
+
+/// A symlink-to-directory planted at a file target's own name is replaced
+/// (or refused), never followed.
+fn never_moves_into_a_planted_directory_link(u: Userland) {
+    let sb = Sandbox::new(u);
+    sb.plant_symlink("target", &sb.outside);
+    let src = sb.write_host("f", b"x");
+    let _ = sb.sync_in(&[op("o", vec![file(&src, sb.remote("target"))])]);
+    assert!(
+        sb.outside_entries().is_empty(),
+        "{:?}",
+        sb.outside_entries()
+    );
+}
+
+/// Seed 12: an outbound source outside the remote dir fails before any exec.
+fn rejects_outbound_source_escape_before_exec(u: Userland) {
+    let sb = Sandbox::new(u);
+    for bad in [
+        "/etc/passwd".to_string(),
+        format!("{}/../outside", sb.remote),
+    ] {
+        let err = sb
+            .sync_out(&[op("o", vec![file_out(bad.clone(), sb.host.join("t"))])])
+            .unwrap_err();
+        assert_confinement(&err, 0);
+        let err = sb
+            .sync_out(&[op("o", vec![dir_out(bad, sb.host.join("t"))])])
+            .unwrap_err();
+        assert_confinement(&err, 0);
+    }
+    assert!(
+        !sb.host.join("t").exists() || std::fs::read_dir(sb.host.join("t")).unwrap().count() == 0
+    );
+}
+
+/// Seed 14: an outbound source that is a symlink resolving outside the root
+/// is refused in the sandbox and writes no target.
+fn rejects_outbound_symlink_source(u: Userland) {
+    let sb = Sandbox::new(u);
+    let secret = sb.on_host(&format!("{}/secret", sb.outside));
+    std::fs::write(&secret, b"outside secret").unwrap();
+    sb.plant_symlink("link", &format!("{}/secret", sb.outside));
+    sb.plant_symlink("dirlink", &sb.outside);
+    let target = sb.host.join("t/stolen");
+    let err = sb
+        .sync_out(&[op("o", vec![file_out(sb.remote("link"), &target)])])
+        .unwrap_err();
+    assert_confinement(&err, 1);
+    assert!(err.error.message.contains("ESCAPE"), "{}", err.error);
+    assert!(!target.exists());
+    let err = sb
+        .sync_out(&[op(
+            "o",
+            vec![dir_out(sb.remote("dirlink"), sb.host.join("d"))],
+        )])
+        .unwrap_err();
+    assert_confinement(&err, 1);
+    assert_eq!(std::fs::read_dir(sb.host.join("d")).unwrap().count(), 0);
+}
+
+/// Seed 19: a command cwd that escapes lexically fails before any exec.
+fn rejects_command_cwd_escape_before_exec(u: Userland) {
+    let sb = Sandbox::new(u);
+    for bad in [
+        format!("{}/../escape", sb.remote),
+        "/etc".into(),
+        "rel".into(),
+    ] {
+        let mut o = op("o", vec![]);
+        o.post_upload_commands = Some(vec![cmd("touch ran", Some(bad))]);
+        let err = sb.sync_in(&[o]).unwrap_err();
+        assert_confinement(&err, 0);
+    }
+    assert!(!sb.remote_on_host("ran").exists());
+}
+
+/// Seed 20: a command cwd resolving outside through a symlink is refused in
+/// the sandbox; the command never runs.
+fn rejects_command_cwd_through_symlink(u: Userland) {
+    let sb = Sandbox::new(u);
+    sb.plant_symlink("cwdlink", &sb.outside);
+    let mut o = op("o", vec![]);
+    o.post_upload_commands = Some(vec![cmd("touch ran", Some(sb.remote("cwdlink")))]);
+    let err = sb.sync_in(&[o]).unwrap_err();
+    assert_confinement(&err, 1);
+    assert!(
+        sb.outside_entries().is_empty(),
+        "{:?}",
+        sb.outside_entries()
+    );
+}
+
+/// Shell metacharacters in every interpolated path are literal (T1.8).
+fn metacharacters_in_paths_are_literal(u: Userland) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("a'b;touch pwned", b"x");
+    let name = "x'; touch pwned; echo '$(touch pwned2)`touch pwned3`";
+    sb.sync_in(&[op("o", vec![file(&src, sb.remote(name))])])
+        .expect("sync-in");
+    assert_eq!(std::fs::read(sb.remote_on_host(name)).unwrap(), b"x");
+    let mut found = Vec::new();
+    walk(&sb.remote_on_host(""), &mut |p| {
+        if p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("pwned"))
+        {
+            found.push(p.to_path_buf());
+        }
+    });
+    assert!(found.is_empty(), "{found:?}");
+    let back = sb.host.join("back");
+    sb.sync_out(&[op("o", vec![file_out(sb.remote(name), back.join("copy"))])])
+        .expect("sync-out");
+    assert_eq!(std::fs::read(back.join("copy")).unwrap(), b"x");
+}
+
+/// Reserved scratch names cannot be targets.
+fn reserved_scratch_names_are_refused(u: Userland) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("f", b"x");
+    let err = sb
+        .sync_in(&[op("o", vec![file(&src, sb.remote(".paperclip-upload-x"))])])
+        .unwrap_err();
+    assert_confinement(&err, 0);
+}
+
+sandbox_sync_tests::for_each_userland!(
+    rejects_escaping_targets_before_exec,
+    accepts_targets_inside,
+    refuses_mkdir_through_planted_symlink,
+    refuses_directory_through_planted_symlink,
+    never_moves_into_a_planted_directory_link,
+    rejects_outbound_source_escape_before_exec,
+    rejects_outbound_symlink_source,
+    rejects_command_cwd_escape_before_exec,
+    rejects_command_cwd_through_symlink,
+    metacharacters_in_paths_are_literal,
+    reserved_scratch_names_are_refused,
+);

@@ -1,0 +1,154 @@
+use std::time::Duration;
+
+use sandbox_sync_tests::*;
+
+/// A missing host source is a clear error before any exec; nothing is written.
+fn missing_source(u: Userland) {
+    let sb = Sandbox::new(u);
+    for m in [
+        file(sb.host.join("nope.txt"), sb.remote("a")),
+        dir(sb.host.join("nodir"), sb.remote("a")),
+        file(sb.host.join("nodir/x"), sb.remote("a")),
+    ] {
+        let err = sb.sync_in(&[op("o", vec![m])]).unwrap_err();
+        assert_eq!(err.error.kind, ErrorKind::InvalidRequest, "{}", err.error);
+        assert!(
+            err.error.message.contains("does not exist") || err.error.message.contains("not found"),
+            "{}",
+            err.error
+        );
+        assert_eq!(err.execs, 0);
+    }
+    assert_eq!(std::fs::read_dir(sb.remote_on_host("")).unwrap().count(), 0);
+}
+
+/// A missing sandbox source fails the sync-out loud and writes no target.
+fn missing_sandbox_source(u: Userland) {
+    let sb = Sandbox::new(u);
+    let target = sb.host.join("t/out");
+    let err = sb
+        .sync_out(&[op("o", vec![file_out(sb.remote("nope"), &target)])])
+        .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::InvalidRequest, "{}", err.error);
+    assert!(
+        err.error.message.contains("does not exist"),
+        "{}",
+        err.error
+    );
+    assert!(!target.exists());
+    assert!(sb.scratch_left().is_empty());
+}
+
+/// A source that changes while it is sent fails with source-changed and the
+/// target stays untouched.
+fn source_changed_mid_stream(u: Userland) {
+    let sb = Sandbox::new(u);
+    sb.write_remote("data.bin", b"previous");
+    let src = sb.write_host("data.bin", &vec![7u8; 1 << 20]);
+    let writer = {
+        let src = src.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            let mut f = std::fs::OpenOptions::new().append(true).open(&src).unwrap();
+            std::io::Write::write_all(&mut f, b"grown").unwrap();
+        })
+    };
+    let err = sb
+        .sync_in_via(
+            &[op("o", vec![file(&src, sb.remote("data.bin"))])],
+            sb.slow_backend(Duration::from_millis(1500)),
+        )
+        .unwrap_err();
+    writer.join().unwrap();
+    assert_eq!(err.error.kind, ErrorKind::SourceChanged, "{}", err.error);
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("data.bin")).unwrap(),
+        b"previous"
+    );
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+/// The exec's wall-time limit fails the sync and the script still cleans up.
+fn exec_timeout(u: Userland) {
+    let sb = Sandbox::new(u);
+    let mut o = op("o", vec![]);
+    o.post_upload_commands = Some(vec![cmd("sleep 30", None)]);
+    let mut opts = sb.options();
+    opts.timeout = Duration::from_millis(800);
+    let t = std::time::Instant::now();
+    let err = sb.sync_in_with(&[o], &opts).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+    assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+/// A file mapping whose source is a directory is a clear error.
+fn wrong_kind_of_source(u: Userland) {
+    let sb = Sandbox::new(u);
+    std::fs::create_dir_all(sb.host.join("d")).unwrap();
+    let err = sb
+        .sync_in(&[op("o", vec![file(sb.host.join("d"), sb.remote("x"))])])
+        .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::InvalidRequest, "{}", err.error);
+    std::fs::create_dir_all(sb.remote_on_host("rd")).unwrap();
+    sb.give_to_sandbox(&sb.remote_on_host("rd"));
+    let err = sb
+        .sync_out(&[op("o", vec![file_out(sb.remote("rd"), sb.host.join("t"))])])
+        .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::InvalidRequest, "{}", err.error);
+    assert!(!sb.host.join("t").exists());
+}
+
+/// Following a symlink that leads out of the source directory is refused
+/// rather than uploading a file the mapping never named.
+fn follow_refuses_links_out_of_the_source(u: Userland) {
+    let sb = Sandbox::new(u);
+    sb.write_host("secret", b"host secret");
+    sb.write_host("ws/a", b"a");
+    std::os::unix::fs::symlink(sb.host.join("secret"), sb.host.join("ws/leak")).unwrap();
+    let mut m = dir(sb.host.join("ws"), sb.remote("p"));
+    m.follow_symlinks = Some(true);
+    let err = sb.sync_in(&[op("o", vec![m])]).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::Confinement, "{}", err.error);
+    assert_eq!(err.execs, 0);
+}
+
+sandbox_sync_tests::for_each_userland!(
+    missing_source,
+    missing_sandbox_source,
+    source_changed_mid_stream,
+    exec_timeout,
+    wrong_kind_of_source,
+    follow_refuses_links_out_of_the_source,
+);
+
+/// A hostile sandbox whose stream carries a traversal member is refused with
+/// unsafe-archive and nothing lands (the scripted backend plays the sandbox).
+#[test]
+fn hostile_stream_is_refused() {
+    use sandbox_sync_host::exec::scripted::ScriptedBackend;
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("target");
+    let mark = |t: &str| format!("{:<511}\n", format!("SANDBOX-SYNC {t}")).into_bytes();
+    let mut evil = tar::Header::new_gnu();
+    evil.set_size(4);
+    evil.set_mode(0o644);
+    evil.as_old_mut().name[..9].copy_from_slice(b"../escape");
+    evil.set_cksum();
+    let mut stream = mark("map 0 0");
+    stream.extend_from_slice(evil.as_bytes());
+    stream.extend_from_slice(&[b'x'; 512]);
+    stream.extend_from_slice(&[0; 1024]);
+    stream.extend(mark("op 0"));
+    stream.extend(mark("end"));
+    let backend = std::sync::Arc::new(ScriptedBackend::new(stream, 0));
+    let ops = [op("o", vec![dir_out("/ws/d", &target)])];
+    let err = block_on(runtime().sync_out(&ops, &SyncOptions::new("/ws"), backend)).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
+    assert!(!tmp.path().join("escape").exists());
+    assert_eq!(
+        std::fs::read_dir(&target).unwrap().count(),
+        0,
+        "staging removed, nothing promoted"
+    );
+}
