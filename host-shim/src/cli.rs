@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use sandbox_sync_host::exec::local::LocalBackend;
+use sandbox_sync_host::backend::BackendConfig;
 use sandbox_sync_host::exec::ExecBackend;
 use sandbox_sync_host::{Runtime, SyncOperation, SyncOptions};
 
@@ -31,6 +31,8 @@ enum Cmd {
     SyncOut(SyncArgs),
     /// Create a local sandbox, sync a sample workspace in and results out.
     Demo,
+    /// Serve the plugin worker protocol (JSON-RPC 2.0, NDJSON on stdin/stdout).
+    Serve,
 }
 
 #[derive(Debug, Args)]
@@ -70,17 +72,12 @@ pub struct BackendArgs {
 
 impl BackendArgs {
     pub fn backend(&self) -> anyhow::Result<Arc<dyn ExecBackend>> {
-        let mut b = match &self.sandbox_root {
-            Some(root) => LocalBackend::sandbox_root(root)
-                .with_context(|| format!("sandbox root {}", root.display()))?,
-            None => LocalBackend::host(),
-        };
-        if let Some(uid) = self.sandbox_user {
-            b = b.user(uid);
+        BackendConfig::Local {
+            sandbox_root: self.sandbox_root.clone(),
+            user: self.sandbox_user,
+            exec_latency: Duration::from_millis(self.exec_latency_ms),
         }
-        Ok(Arc::new(
-            b.exec_latency(Duration::from_millis(self.exec_latency_ms)),
-        ))
+        .build()
     }
 }
 
@@ -109,6 +106,16 @@ pub fn main() -> ExitCode {
     match cli.cmd {
         Cmd::SyncIn(args) => rt.block_on(sync(true, args)),
         Cmd::SyncOut(args) => rt.block_on(sync(false, args)),
+        Cmd::Serve => match rt.block_on(sandbox_sync_host::worker::serve(
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+        )) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
         Cmd::Demo => match rt.block_on(crate::demo::run()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -13,9 +13,12 @@
 //!   `InstancePre` per loaded component.
 //! - [`provider`]: a sync call end to end: grants, a fresh store, limits.
 //!
-//! Front ends (the `sandbox-sync` CLI) live in the binary.
+//! - [`worker`]: the JSON-RPC plugin worker (`sandbox-sync serve`).
+//!
+//! The CLI lives in the binary.
 #![deny(missing_docs)]
 
+pub mod backend;
 mod bindings;
 pub mod error;
 pub mod exec;
@@ -26,6 +29,7 @@ pub mod request;
 pub mod runtime;
 mod state;
 mod streams;
+pub mod worker;
 
 pub use error::SyncError;
 pub use provider::{SyncOptions, SyncOutcome};
