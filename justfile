@@ -10,9 +10,11 @@ default:
 demo:
     cargo run -q -p sandbox-sync-host -- demo
 
-# Everything CI checks: formatting, lints, unit, conformance and CLI tests.
+# Everything CI checks: formatting, lints, unit, conformance (against both
+# provider components), differential, CLI and worker tests.
 test: lint
     cargo test --locked
+    SANDBOX_SYNC_PROVIDER=fallback cargo test --locked -p sandbox-sync-tests --test conformance
 
 # Formatting and clippy (host crates and, via the build script, the guest).
 lint:
@@ -23,7 +25,7 @@ lint:
 build:
     cargo build --release --locked -p sandbox-sync-host
 
-# The provider component on its own, for `--component`.
-component:
-    cargo build --locked -p sandbox-sync-component --target wasm32-wasip2 --profile guest
-    @echo target/wasm32-wasip2/guest/sandbox_sync_component.wasm
+# Both provider components on their own, for `--component`.
+components:
+    cargo build --locked -p sandbox-sync-component -p sandbox-sync-base64-fallback --target wasm32-wasip2 --profile guest
+    @ls target/wasm32-wasip2/guest/*.wasm

@@ -15,7 +15,13 @@ fn main() {
         .parent()
         .expect("host-shim lives inside the workspace")
         .to_path_buf();
-    for dir in ["guest/core", "guest/component", "wit"] {
+    for dir in [
+        "guest/core",
+        "guest/driver",
+        "guest/component",
+        "guest/base64-fallback",
+        "wit",
+    ] {
         println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
     }
     println!(
@@ -42,11 +48,10 @@ fn main() {
             "--locked",
             "-p",
             "sandbox-sync-component",
-            "--target",
-            "wasm32-wasip2",
-            "--profile",
-            "guest",
+            "-p",
+            "sandbox-sync-base64-fallback",
         ])
+        .args(["--target", "wasm32-wasip2", "--profile", "guest"])
         .env("CARGO_TARGET_DIR", &target_dir)
         // Flags meant for the host build must not leak into the guest build.
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
@@ -56,11 +61,19 @@ fn main() {
         .status()
         .expect("failed to run cargo for the guest component");
     assert!(status.success(), "building the guest component failed");
-    let wasm = target_dir.join("wasm32-wasip2/guest/sandbox_sync_component.wasm");
-    assert!(
-        wasm.exists(),
-        "guest component missing at {}",
-        wasm.display()
-    );
-    println!("cargo:rustc-env=SANDBOX_SYNC_COMPONENT={}", wasm.display());
+    for (var, file) in [
+        ("SANDBOX_SYNC_COMPONENT", "sandbox_sync_component.wasm"),
+        (
+            "SANDBOX_SYNC_FALLBACK_COMPONENT",
+            "sandbox_sync_base64_fallback.wasm",
+        ),
+    ] {
+        let wasm = target_dir.join("wasm32-wasip2/guest").join(file);
+        assert!(
+            wasm.exists(),
+            "guest component missing at {}",
+            wasm.display()
+        );
+        println!("cargo:rustc-env={var}={}", wasm.display());
+    }
 }

@@ -16,6 +16,10 @@ use crate::state::ShimState;
 /// The provider component built from `guest/component`, embedded at build time.
 pub static EMBEDDED_COMPONENT: &[u8] = include_bytes!(env!("SANDBOX_SYNC_COMPONENT"));
 
+/// Where the build put the second provider component (the base64 fallback),
+/// for loading by path (`--component`) in tests and demos.
+pub const FALLBACK_COMPONENT_PATH: &str = env!("SANDBOX_SYNC_FALLBACK_COMPONENT");
+
 /// The WIT package version this host speaks (`major.minor` must match).
 pub const WIT_VERSION: &str = "0.1.0";
 
@@ -248,5 +252,37 @@ impl EpochTicker {
 impl Drop for EpochTicker {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(wit: &str, caps: &[&str]) -> ProviderInfo {
+        ProviderInfo {
+            name: "p".into(),
+            version: "1".into(),
+            wit_version: wit.into(),
+            capabilities: caps.iter().map(|c| c.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn compatibility_is_wit_major_minor_and_both_sync_verbs() {
+        assert!(check_compatible(&info("0.1.0", &["sync-in", "sync-out"])).is_ok());
+        assert!(check_compatible(&info("0.1.7", &["sync-in", "sync-out", "extra"])).is_ok());
+        assert!(matches!(
+            check_compatible(&info("0.2.0", &["sync-in", "sync-out"])),
+            Err(LoadError::Incompatible(_))
+        ));
+        assert!(matches!(
+            check_compatible(&info("1.1.0", &["sync-in", "sync-out"])),
+            Err(LoadError::Incompatible(_))
+        ));
+        assert!(matches!(
+            check_compatible(&info("0.1.0", &["sync-in"])),
+            Err(LoadError::Incompatible(_))
+        ));
     }
 }

@@ -161,3 +161,38 @@ fn demo_runs() {
         "{text}"
     );
 }
+
+#[test]
+fn the_same_binary_loads_the_fallback_component_at_run_time() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = tmp.path().join("remote");
+    std::fs::create_dir_all(&remote).unwrap();
+    std::fs::create_dir_all(tmp.path().join("ws/d")).unwrap();
+    std::fs::write(tmp.path().join("ws/d/f"), "payload").unwrap();
+    let ops = serde_json::json!([{"operationId": "o", "files": [{"sourcePath": tmp.path().join("ws"), "targetPath": remote.join("ws"), "kind": "directory"}]}]);
+    let fallback = sandbox_sync_host::runtime::FALLBACK_COMPONENT_PATH;
+    let out = run(
+        &[
+            "sync-in",
+            "--remote-dir",
+            remote.to_str().unwrap(),
+            "--ops",
+            "-",
+            "--component",
+            fallback,
+        ],
+        &ops.to_string(),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(remote.join("ws/d/f")).unwrap(),
+        "payload"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["operations"][0]["filesTransferred"], 1);
+}

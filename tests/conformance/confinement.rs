@@ -2,7 +2,7 @@ use sandbox_sync_tests::*;
 
 fn assert_confinement(err: &Failed, execs: u64) {
     assert_eq!(err.error.kind, ErrorKind::Confinement, "{}", err.error);
-    assert_eq!(err.execs, execs, "{}", err.error);
+    assert_execs(err.execs, execs);
 }
 
 /// Seeds 1, 6: escaping or relative targets fail before any exec.

@@ -17,7 +17,7 @@ fn missing_source(u: Userland) {
             "{}",
             err.error
         );
-        assert_eq!(err.execs, 0);
+        assert_execs(err.execs, 0);
     }
     assert_eq!(std::fs::read_dir(sb.remote_on_host("")).unwrap().count(), 0);
 }
@@ -110,7 +110,7 @@ fn follow_refuses_links_out_of_the_source(u: Userland) {
     m.follow_symlinks = Some(true);
     let err = sb.sync_in(&[op("o", vec![m])]).unwrap_err();
     assert_eq!(err.error.kind, ErrorKind::Confinement, "{}", err.error);
-    assert_eq!(err.execs, 0);
+    assert_execs(err.execs, 0);
 }
 
 sandbox_sync_tests::for_each_userland!(
@@ -143,7 +143,9 @@ fn hostile_stream_is_refused() {
     stream.extend(mark("end"));
     let backend = std::sync::Arc::new(ScriptedBackend::new(stream, 0));
     let ops = [op("o", vec![dir_out("/ws/d", &target)])];
-    let err = block_on(runtime().sync_out(&ops, &SyncOptions::new("/ws"), backend)).unwrap_err();
+    // The framing is the tar-stream component's: test that one explicitly.
+    let tar_stream = block_on(Runtime::embedded()).unwrap();
+    let err = block_on(tar_stream.sync_out(&ops, &SyncOptions::new("/ws"), backend)).unwrap_err();
     assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
     assert!(!tmp.path().join("escape").exists());
     assert_eq!(

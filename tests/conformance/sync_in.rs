@@ -13,7 +13,7 @@ fn file_mappings_single_exec_secret_mode(u: Userland) {
     let out = sb
         .sync_in(&[op("op-1", vec![file(&a, sb.remote("a.txt")), secret])])
         .expect("sync-in");
-    assert_eq!(out.execs, 1);
+    assert_execs(out.execs, 1);
     assert_eq!(
         out.operations,
         vec![OperationResult {
@@ -58,7 +58,7 @@ fn directory_mapping_exclude_and_follow(u: Userland) {
     m.exclude = Some(vec!["*.log".into(), "node_modules".into()]);
     m.follow_symlinks = Some(true);
     let out = sb.sync_in(&[op("o", vec![m])]).expect("sync-in");
-    assert_eq!(out.execs, 1);
+    assert_execs(out.execs, 1);
     let p = sb.remote_on_host("proj");
     assert!(p.join("keep.txt").exists());
     assert!(!p.join("debug.log").exists());
@@ -152,7 +152,7 @@ fn directory_mapping_onto_remote_dir(u: Userland) {
     let out = sb
         .sync_in(&[op("o", vec![dir(sb.host.join("ws"), sb.remote(""))])])
         .expect("sync-in");
-    assert_eq!(out.execs, 1);
+    assert_execs(out.execs, 1);
     assert!(sb.remote_on_host("a/b.txt").exists());
     assert!(!sb.remote_on_host("old.txt").exists());
     assert!(sb.scratch_left().is_empty());
@@ -168,7 +168,7 @@ fn streams_large_payload(u: Userland) {
     let out = sb
         .sync_in(&[op("o", vec![file(&src, sb.remote("big.bin"))])])
         .expect("sync-in");
-    assert_eq!(out.execs, 1);
+    assert_execs(out.execs, 1);
     assert_eq!(out.operations[0].bytes_transferred, data.len() as u64);
     assert!(std::fs::read(sb.remote_on_host("big.bin")).unwrap() == data);
 }
@@ -196,7 +196,7 @@ fn many_operations_one_exec(u: Userland) {
     let last = sb.write_host("last", b"last");
     ops.push(op("op-last", vec![file(&last, sb.remote("files/f0"))]));
     let out = sb.sync_in(&ops).expect("sync-in");
-    assert_eq!(out.execs, 1);
+    assert_execs(out.execs, 1);
     assert_eq!(out.operations.len(), 21);
     assert_eq!(out.operations[3].operation_id, "op-3");
     assert_eq!(out.operations[3].files_transferred, 2);

@@ -52,18 +52,47 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
     tokio().block_on(f)
 }
 
-/// The provider under test, loaded once per test process.
+/// The provider under test, loaded once per test process: the embedded
+/// tar-stream component, or `SANDBOX_SYNC_PROVIDER=fallback` for the base64
+/// fallback, or `SANDBOX_SYNC_COMPONENT=FILE.wasm` for any other.
 pub fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         block_on(async {
-            match std::env::var_os("SANDBOX_SYNC_COMPONENT") {
-                Some(p) => Runtime::from_file(Path::new(&p)).await,
-                None => Runtime::embedded().await,
+            if let Some(p) = std::env::var_os("SANDBOX_SYNC_COMPONENT") {
+                return Runtime::from_file(Path::new(&p)).await;
+            }
+            match std::env::var("SANDBOX_SYNC_PROVIDER").as_deref() {
+                Ok("fallback") => {
+                    Runtime::from_file(Path::new(
+                        sandbox_sync_host::runtime::FALLBACK_COMPONENT_PATH,
+                    ))
+                    .await
+                }
+                _ => Runtime::embedded().await,
             }
         })
         .expect("load the provider component")
     })
+}
+
+/// True when the provider under test promises one exec per sync call.
+pub fn single_exec() -> bool {
+    runtime()
+        .info()
+        .capabilities
+        .iter()
+        .any(|c| c == "single-exec")
+}
+
+/// Asserts the exec count a single-exec provider must hit; other providers
+/// (the fallback) only need to have run at least one exec when `n > 0`.
+pub fn assert_execs(got: u64, n: u64) {
+    if single_exec() || n == 0 {
+        assert_eq!(got, n, "exec count");
+    } else {
+        assert!(got >= n, "expected at least {n} execs, got {got}");
+    }
 }
 
 /// A shared BusyBox root; each sandbox gets its own directory inside it.

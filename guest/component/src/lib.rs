@@ -4,27 +4,16 @@
 //! host's `sandbox-exec` and `host-fs` imports, and splices file contents
 //! host-side so bulk bytes never enter guest memory.
 
-mod bindings {
-    wit_bindgen::generate!({
-        path: "../../wit",
-        world: "provider",
-        generate_all,
-    });
-}
-
-mod errors;
-mod io;
 mod sync_in;
 mod sync_out;
 
-use bindings::exports::sandbox_sync::provider::sync::Guest;
-use bindings::sandbox_sync::provider::host_fs::GrantedDir;
-use bindings::sandbox_sync::provider::types::{
+use sandbox_sync_driver::bindings::exports::sandbox_sync::provider::sync::Guest;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     OperationResult, ProviderInfo, SyncError, SyncRequest,
 };
 
-/// Version of the WIT package this component was built against.
-pub const WIT_VERSION: &str = "0.1.0";
+use sandbox_sync_driver::WIT_VERSION;
 
 struct Provider;
 
@@ -61,4 +50,4 @@ impl Guest for Provider {
     }
 }
 
-bindings::export!(Provider with_types_in bindings);
+sandbox_sync_driver::bindings::export_provider!(Provider with_types_in sandbox_sync_driver::bindings);

@@ -1,66 +1,25 @@
 //! Host -> sandbox: plan, one exec, headers from the guest, contents spliced host-side.
 
-use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, InboundScript, Status};
-use sandbox_sync_core::tar_write::{self, Member, MemberKind, END_OF_ARCHIVE};
-use sandbox_sync_core::SCRATCH_PREFIX;
+use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
+use sandbox_sync_driver::plan::{missing_or, mtime, plan_dir, Planned, PlannedKind};
 
-use crate::bindings::sandbox_sync::provider::host_fs::{EntryKind, FsError, GrantedDir, Metadata};
-use crate::bindings::sandbox_sync::provider::sandbox_exec::{self, ExecOptions};
-use crate::bindings::sandbox_sync::provider::types::{
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
+    EntryKind, GrantedDir, Metadata,
+};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{self, ExecOptions};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     CommandFailure, MappingKind, OperationResult, SyncError, SyncRequest,
 };
-use crate::bindings::wasi::io::streams::{InputStream, OutputStream};
-use crate::errors::{from_core, from_status, fs};
-use crate::io::{self, StreamFail};
+use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, OutputStream};
+use sandbox_sync_driver::errors::{from_core, from_status, fs};
+use sandbox_sync_driver::io::{self, StreamFail};
 
 /// Most bytes of status lines accepted from the inbound program.
 const MAX_STATUS_BYTES: u64 = 1 << 20;
 /// Header bytes buffered before a write.
 const HEADER_BATCH: usize = 64 * 1024;
-/// Deepest directory nesting followed on the host.
-const MAX_DEPTH: usize = 512;
-
-/// One archive member and where its bytes come from.
-struct Planned {
-    name: String,
-    kind: PlannedKind,
-    mode: u32,
-    mtime: u64,
-}
-
-enum PlannedKind {
-    /// Contents spliced from `path` in grant `grant`; `meta` is what was planned.
-    HostFile {
-        grant: usize,
-        path: String,
-        meta: Metadata,
-    },
-    /// Contents from guest memory (commands, the commit token).
-    Inline(Vec<u8>),
-    Dir,
-    Symlink(String),
-}
-
-impl Planned {
-    fn member(&self) -> Member<'_> {
-        let kind = match &self.kind {
-            PlannedKind::HostFile { meta, .. } => MemberKind::File { size: meta.size },
-            PlannedKind::Inline(b) => MemberKind::File {
-                size: b.len() as u64,
-            },
-            PlannedKind::Dir => MemberKind::Dir,
-            PlannedKind::Symlink(t) => MemberKind::Symlink { target: t },
-        };
-        Member {
-            name: &self.name,
-            kind,
-            mode: self.mode,
-            mtime: self.mtime,
-        }
-    }
-}
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
@@ -244,132 +203,6 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     Err(source_changed.unwrap_or_else(|| SyncError::SourceChanged("a source changed".into())))
 }
 
-fn missing_or(e: SyncError) -> SyncError {
-    match e {
-        SyncError::Io(m) if m.contains("not found") => {
-            SyncError::InvalidRequest(m.replace("failed to read source", "source"))
-        }
-        other => other,
-    }
-}
-
-fn mtime(meta: &Metadata) -> u64 {
-    u64::try_from(meta.mtime_sec).unwrap_or(0)
-}
-
-/// Walks a granted source directory; every directory's member precedes its children.
-fn plan_dir(
-    grant: &GrantedDir,
-    k: usize,
-    name: &str,
-    source: &str,
-    exclude: &[String],
-    follow: bool,
-    out: &mut Vec<Planned>,
-) -> Result<(), SyncError> {
-    let excluder = Excluder::new(exclude).map_err(from_core)?;
-    let top = grant
-        .stat_follow("")
-        .map_err(|e| missing_or(fs("read source", source, e)))?;
-    if top.kind != EntryKind::Directory {
-        return Err(SyncError::InvalidRequest(format!(
-            "directory mapping source {source} is not a directory"
-        )));
-    }
-    out.push(Planned {
-        name: name.to_owned(),
-        kind: PlannedKind::Dir,
-        mode: top.mode & 0o777,
-        mtime: mtime(&top),
-    });
-    // (relative dir, its ancestors' (device, inode), to refuse cycles when following links)
-    let mut stack: Vec<(String, Vec<(u64, u64)>)> =
-        vec![(String::new(), vec![(top.device, top.inode)])];
-    while let Some((dir, seen)) = stack.pop() {
-        let entries = grant
-            .read_dir(&dir)
-            .map_err(|e| fs("list", &join(source, &dir), e))?;
-        let mut subdirs = Vec::new();
-        for entry in entries {
-            if entry.name.starts_with(SCRATCH_PREFIX) {
-                continue;
-            }
-            let rel = if dir.is_empty() {
-                entry.name.clone()
-            } else {
-                format!("{dir}/{}", entry.name)
-            };
-            if excluder.matches(&rel) {
-                continue;
-            }
-            let mut meta = grant
-                .stat(&rel)
-                .map_err(|e| fs("stat", &join(source, &rel), e))?;
-            if meta.kind == EntryKind::Symlink && follow {
-                meta = grant.stat_follow(&rel).map_err(|e| match e {
-                    FsError::NotPermitted(m) => SyncError::Confinement(format!(
-                        "symlink {} leads outside the source directory and followSymlinks is set: {m}",
-                        join(source, &rel)
-                    )),
-                    other => fs("follow", &join(source, &rel), other),
-                })?;
-            }
-            let kind = match meta.kind {
-                EntryKind::File => PlannedKind::HostFile {
-                    grant: k,
-                    path: rel.clone(),
-                    meta: meta.clone(),
-                },
-                EntryKind::Directory => {
-                    if seen.len() >= MAX_DEPTH || seen.contains(&(meta.device, meta.inode)) {
-                        return Err(SyncError::InvalidRequest(format!(
-                            "directory cycle or nesting deeper than {MAX_DEPTH} at {}",
-                            join(source, &rel)
-                        )));
-                    }
-                    let mut s = seen.clone();
-                    s.push((meta.device, meta.inode));
-                    subdirs.push((rel.clone(), s));
-                    PlannedKind::Dir
-                }
-                EntryKind::Symlink => match meta.link_target.clone() {
-                    Some(t) => PlannedKind::Symlink(t),
-                    None => {
-                        return Err(SyncError::Io(format!(
-                            "symlink {} has no target",
-                            join(source, &rel)
-                        )))
-                    }
-                },
-                // Sockets, FIFOs and devices are not transferred (tar skips sockets too).
-                EntryKind::Other => continue,
-            };
-            let mode = if matches!(kind, PlannedKind::Symlink(_)) {
-                0o777
-            } else {
-                meta.mode & 0o777
-            };
-            out.push(Planned {
-                name: format!("{name}/{rel}"),
-                kind,
-                mode,
-                mtime: mtime(&meta),
-            });
-        }
-        // Reverse so the stack pops subdirectories in name order.
-        stack.extend(subdirs.into_iter().rev());
-    }
-    Ok(())
-}
-
-fn join(base: &str, rel: &str) -> String {
-    if rel.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{}/{rel}", base.trim_end_matches('/'))
-    }
-}
-
 enum Sent {
     /// Stdin failed; the exec status will say why.
     Stream(StreamFail),
@@ -471,7 +304,7 @@ fn conclude(
     req: &SyncRequest,
     results: Vec<OperationResult>,
     statuses: Vec<Status>,
-    status: &crate::bindings::sandbox_sync::provider::sandbox_exec::ExecStatus,
+    status: &sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::ExecStatus,
     stream: Option<Sent>,
 ) -> Result<Vec<OperationResult>, SyncError> {
     // Operations complete strictly in order, so the count names the failing one.
@@ -530,7 +363,7 @@ fn conclude(
                 exit_code: if timed_out { None } else { Some(code) },
                 timed_out,
                 message: format!("operation {op_id}: {what} (command {cmd})"),
-                stderr: crate::errors::stderr_tail(status),
+                stderr: sandbox_sync_driver::errors::stderr_tail(status),
             }));
         }
     }

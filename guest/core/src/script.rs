@@ -235,7 +235,20 @@ fn preamble(root: &str) -> Result<String, SyncError> {
     Ok(s)
 }
 
-fn mode_arg(mode: Option<u32>) -> String {
+/// The whole function library (common, inbound and outbound helpers) for
+/// remote dir `root`, for providers that compose their own programs.
+///
+/// # Errors
+/// When `root` cannot be quoted (NUL).
+pub fn library(root: &str) -> Result<String, SyncError> {
+    let mut s = preamble(root)?;
+    s.push_str(INBOUND);
+    s.push_str(OUTBOUND);
+    Ok(s)
+}
+
+/// Formats a mode for `chmod` (empty for none).
+pub fn mode_arg(mode: Option<u32>) -> String {
     match mode {
         Some(m) => format!("{:04o}", m & 0o7777),
         None => String::new(),

@@ -1,0 +1,72 @@
+//! One exec: the library plus a body on stdin, an optional payload after it.
+
+use sandbox_sync_core::script;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
+    self, ExecOptions, ExecStatus,
+};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{SyncError, SyncRequest};
+use sandbox_sync_driver::errors::from_core;
+use sandbox_sync_driver::io;
+
+/// Most stdout bytes one exec may return (a base64 chunk plus slack).
+const MAX_STDOUT: usize = 8 * 1024 * 1024;
+
+/// A finished exec.
+pub struct Ran {
+    pub status: ExecStatus,
+    pub stdout: Vec<u8>,
+}
+
+impl Ran {
+    pub fn ok(&self) -> bool {
+        self.status.exit_code == Some(0) && !self.status.timed_out && !self.status.stderr_truncated
+    }
+}
+
+/// Runs `body` after the function library for `root`, feeding `payload`
+/// after the program on stdin.
+pub fn run(
+    req: &SyncRequest,
+    root: &str,
+    body: &str,
+    payload: &[u8],
+    timeout_ms: u64,
+) -> Result<Ran, SyncError> {
+    let mut program = script::library(root).map_err(from_core)?;
+    program.push_str(body);
+    let exec = sandbox_exec::start(
+        &script::argv(program.len()),
+        ExecOptions {
+            timeout_ms,
+            max_stderr_bytes: req.limits.max_stderr_bytes,
+        },
+    )
+    .map_err(|e| SyncError::Transport(format!("failed to start the sandbox exec: {e}")))?;
+    let stdin = exec.stdin().map_err(SyncError::Transport)?;
+    let stdout = exec.stdout().map_err(SyncError::Transport)?;
+    // A failed write means the program stopped early; its status says why.
+    let _ = io::write_all(&stdin, program.as_bytes())
+        .and_then(|()| io::write_all(&stdin, payload))
+        .and_then(|()| io::flush(&stdin));
+    let mut out = Vec::new();
+    let mut over = false;
+    while let Ok(chunk) = stdout.blocking_read(256 * 1024) {
+        if out.len() + chunk.len() > MAX_STDOUT {
+            over = true;
+            break;
+        }
+        out.extend_from_slice(&chunk);
+    }
+    drop(stdout);
+    let status = exec.finish().map_err(SyncError::Transport)?;
+    drop(stdin);
+    if over {
+        return Err(SyncError::LimitExceeded(
+            "a fallback exec printed more than 8 MiB".into(),
+        ));
+    }
+    Ok(Ran {
+        status,
+        stdout: out,
+    })
+}

@@ -1,0 +1,397 @@
+//! Host -> sandbox the fallback way: base64 chunks, one exec each.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use sandbox_sync_core::quote::sh_quote;
+use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
+use sandbox_sync_core::script::mode_arg;
+use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
+use sandbox_sync_core::SCRATCH_PREFIX;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
+    EntryKind, GrantedDir, Metadata,
+};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
+    CommandFailure, FileMapping, MappingKind, OperationResult, PostUploadCommand, SyncError,
+    SyncRequest,
+};
+use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, StreamError};
+use sandbox_sync_driver::errors::{from_core, from_status, fs, stderr_tail};
+use sandbox_sync_driver::io::random_hex;
+use sandbox_sync_driver::plan::{missing_or, plan_dir, Planned, PlannedKind};
+
+use crate::exec::{self, Ran};
+use crate::CHUNK;
+
+pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
+    let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
+    if mappings != sources.len() {
+        return Err(SyncError::InvalidRequest(format!(
+            "host granted {} sources for {mappings} mappings",
+            sources.len()
+        )));
+    }
+    // Validate every path before the first exec, as the native path does.
+    for op in &req.operations {
+        for m in &op.files {
+            confine(&root, &m.target_path, "target").map_err(from_core)?;
+        }
+        for c in &op.post_upload_commands {
+            confine(
+                &root,
+                c.cwd.as_deref().unwrap_or(&root),
+                "post-upload command cwd",
+            )
+            .map_err(from_core)?;
+            if c.command.contains('\0') {
+                return Err(SyncError::InvalidRequest(
+                    "post-upload command contains a NUL byte".into(),
+                ));
+            }
+        }
+    }
+    let mut ctx = Ctx {
+        req,
+        root: root.clone(),
+    };
+    let mut results = Vec::new();
+    let mut k = 0;
+    for op in &req.operations {
+        let (mut files, mut bytes) = (0, 0);
+        for m in &op.files {
+            let target = confine(&root, &m.target_path, "target").map_err(from_core)?;
+            let (f, b) = match m.kind {
+                MappingKind::File => ctx.file(sources[k], m, &target)?,
+                MappingKind::Directory => ctx.dir(sources[k], k, m, &target)?,
+            };
+            files += f;
+            bytes += b;
+            k += 1;
+        }
+        for c in &op.post_upload_commands {
+            ctx.command(&op.operation_id, c)?;
+        }
+        results.push(OperationResult {
+            operation_id: op.operation_id.clone(),
+            files_transferred: files,
+            bytes_transferred: bytes,
+        });
+    }
+    Ok(results)
+}
+
+struct Ctx<'a> {
+    req: &'a SyncRequest,
+    root: String,
+}
+
+impl Ctx<'_> {
+    fn exec(&mut self, body: &str, payload: &[u8]) -> Result<Ran, SyncError> {
+        let ran = exec::run(
+            self.req,
+            &self.root,
+            body,
+            payload,
+            self.req.limits.timeout_ms,
+        )?;
+        if !ran.ok() {
+            return Err(from_status(
+                &ran.status,
+                "(fallback)",
+                self.req.limits.timeout_ms,
+            ));
+        }
+        Ok(ran)
+    }
+
+    /// Creates an empty 0600 temp beside `target`, appends chunks to it, then
+    /// chmods and renames it onto `target`. Returns the temp's sandbox name.
+    fn stage_and_promote(
+        &mut self,
+        target: &str,
+        confined: &str,
+        mode: Option<u32>,
+        mut next_chunk: impl FnMut() -> Result<Option<Vec<u8>>, SyncError>,
+    ) -> Result<(), SyncError> {
+        let (parent, base) = split_parent(target);
+        let tmp = format!("{SCRATCH_PREFIX}-{}", random_hex(8));
+        let (p, t) = (q(parent)?, q(&tmp)?);
+        self.exec(&format!("_ss_confine_ancestor {}\n_ss_confine_ancestor {p}\nmkdir -p {p} || _ss_die 46 \"cannot create {parent}\"\n_ss_pin {p} 8\n(umask 077; : > /proc/self/fd/8/{t}) || _ss_die 46 'cannot create the temp file'\n", q(confined)?), b"")?;
+        let staged = (|| {
+            while let Some(chunk) = next_chunk()? {
+                let b64 = STANDARD.encode(&chunk);
+                self.exec(
+                    &format!("_ss_pin {p} 8\n[ -f /proc/self/fd/8/{t} ] && [ ! -L /proc/self/fd/8/{t} ] || _ss_die 45 'temp file replaced'\nhead -c {} | base64 -d >> /proc/self/fd/8/{t} || _ss_die 43 'base64 -d failed'\n", b64.len()),
+                    b64.as_bytes(),
+                )?;
+            }
+            let chmod = match mode {
+                Some(_) => format!(
+                    "chmod {} /proc/self/fd/8/{t} || _ss_die 48 'chmod failed'\n",
+                    q(&mode_arg(mode))?
+                ),
+                None => String::new(),
+            };
+            self.exec(&format!("_ss_pin {p} 8\n{chmod}mv -f -T /proc/self/fd/8/{t} /proc/self/fd/8/{} || _ss_die 44 'rename failed'\n", q(base)?), b"")
+        })();
+        if let Err(e) = staged {
+            let _ = self.exec(&format!("_ss_pin {p} 8\nrm -f /proc/self/fd/8/{t}\n"), b"");
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn file(
+        &mut self,
+        grant: &GrantedDir,
+        m: &FileMapping,
+        target: &str,
+    ) -> Result<(u64, u64), SyncError> {
+        if target == self.root {
+            return Err(SyncError::InvalidRequest(format!(
+                "file mapping target {target} is the remote dir itself"
+            )));
+        }
+        let (_, base) = split_parent(&m.source_path);
+        let meta = grant
+            .stat_follow(base)
+            .map_err(|e| missing_or(fs("read source", &m.source_path, e)))?;
+        if meta.kind != EntryKind::File {
+            return Err(SyncError::InvalidRequest(format!(
+                "file mapping source {} is not a regular file",
+                m.source_path
+            )));
+        }
+        let mode = m.mode.or(Some(meta.mode & 0o777));
+        let mut reader = FileChunks::open(grant, base, &meta)?;
+        self.stage_and_promote(target, target, mode, || reader.next())?;
+        Ok((1, meta.size))
+    }
+
+    fn dir(
+        &mut self,
+        grant: &GrantedDir,
+        k: usize,
+        m: &FileMapping,
+        target: &str,
+    ) -> Result<(u64, u64), SyncError> {
+        let mut members = Vec::new();
+        plan_dir(
+            grant,
+            k,
+            "d",
+            &m.source_path,
+            &m.exclude,
+            m.follow_symlinks,
+            &mut members,
+        )?;
+        let dir_mode = m
+            .mode
+            .unwrap_or(members.first().map(|p| p.mode).unwrap_or(0o755));
+        // The tar carries the directory's contents (top-level names, no "." member).
+        let members: Vec<Planned> = members
+            .into_iter()
+            .skip(1)
+            .map(|mut p| {
+                if let Some(rel) = p.name.strip_prefix("d/") {
+                    p.name = rel.to_owned();
+                }
+                p
+            })
+            .collect();
+        let files = members
+            .iter()
+            .filter(|p| !matches!(p.kind, PlannedKind::Dir))
+            .count() as u64;
+        let mut tar = TarChunks {
+            grant,
+            members: &members,
+            next: 0,
+            buf: Vec::new(),
+            open: None,
+            done: false,
+            total: 0,
+        };
+        let tar_name = format!("{SCRATCH_PREFIX}-{}.tar", random_hex(8));
+        let (parent, base) = split_parent(target);
+        // The tar is staged beside the target, or inside the remote dir when
+        // the target is the remote dir itself (its parent is outside).
+        let stage_dir = if target == self.root {
+            self.root.clone()
+        } else {
+            parent.to_owned()
+        };
+        let tar_path = format!("{stage_dir}/{tar_name}");
+        self.stage_and_promote(&tar_path, target, Some(0o600), || tar.next())?;
+        let (p, b, tp) = (q(&stage_dir)?, q(base)?, q(&tar_name)?);
+        let chmod = q(&mode_arg(Some(dir_mode)))?;
+        let body = if target == self.root {
+            format!(
+                "_ss_pin {p} 8\n_ss_pin \"$_ss_root\" 7\n_ss_clear /proc/self/fd/7\n\
+                 tar -x -p -o -f /proc/self/fd/8/{tp} -C /proc/self/fd/7 || _ss_die 43 'extract failed'\n\
+                 {}rm -f /proc/self/fd/8/{tp}\n",
+                if m.mode.is_some() { format!("chmod {chmod} /proc/self/fd/7 || _ss_die 48 'chmod failed'\n") } else { String::new() }
+            )
+        } else {
+            format!(
+                "_ss_pin {p} 8\nrm -rf /proc/self/fd/8/{b} && mkdir /proc/self/fd/8/{b} || _ss_die 46 'cannot recreate the target'\n\
+                 _ss_pin /proc/self/fd/8/{b} 7\n\
+                 tar -x -p -o -f /proc/self/fd/8/{tp} -C /proc/self/fd/7 || _ss_die 43 'extract failed'\n\
+                 chmod {chmod} /proc/self/fd/7 || _ss_die 48 'chmod failed'\nrm -f /proc/self/fd/8/{tp}\n"
+            )
+        };
+        let extracted = self.exec(&body, b"");
+        if let Err(e) = extracted {
+            let _ = self.exec(&format!("_ss_pin {p} 8\nrm -f /proc/self/fd/8/{tp}\n"), b"");
+            return Err(e);
+        }
+        Ok((files, tar.total))
+    }
+
+    fn command(&mut self, op: &str, c: &PostUploadCommand) -> Result<(), SyncError> {
+        let cwd = c.cwd.clone().unwrap_or_else(|| self.root.clone());
+        let body = format!(
+            "_ss_pin {} 8\n_ss_c=$(head -c {}; echo x); _ss_c=${{_ss_c%x}}\n(cd -P /proc/self/fd/8 || exit 46; exec /bin/sh -c \"$_ss_c\" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2\nexit $?\n",
+            q(&cwd)?,
+            c.command.len()
+        );
+        let timeout = c.timeout_ms.unwrap_or(self.req.limits.timeout_ms);
+        let ran = exec::run(self.req, &self.root, &body, c.command.as_bytes(), timeout)?;
+        if ran.ok() {
+            return Ok(());
+        }
+        let code = ran.status.exit_code;
+        if ran.status.timed_out && c.timeout_ms.is_none()
+            || code == Some(42)
+            || ran.status.stderr_truncated
+        {
+            return Err(from_status(&ran.status, op, timeout));
+        }
+        let what = if ran.status.timed_out {
+            format!("post-upload command timed out after {timeout} ms")
+        } else {
+            format!("post-upload command failed (exit {})", code.unwrap_or(-1))
+        };
+        Err(SyncError::CommandFailed(CommandFailure {
+            operation_id: op.to_owned(),
+            exit_code: if ran.status.timed_out { None } else { code },
+            timed_out: ran.status.timed_out,
+            message: format!("operation {op}: {what}"),
+            stderr: stderr_tail(&ran.status),
+        }))
+    }
+}
+
+fn q(s: &str) -> Result<String, SyncError> {
+    sh_quote(s).map_err(from_core)
+}
+
+fn changed(path: &str) -> SyncError {
+    SyncError::SourceChanged(format!(
+        "source file {path} changed while it was being sent"
+    ))
+}
+
+/// A host file read in [`CHUNK`]s; at its end it must still be exactly
+/// what was planned (size and mtime), else `source-changed`.
+struct FileChunks<'a> {
+    grant: &'a GrantedDir,
+    stream: Option<InputStream>,
+    path: String,
+    planned: Metadata,
+    read: u64,
+}
+
+impl<'a> FileChunks<'a> {
+    fn open(grant: &'a GrantedDir, path: &str, planned: &Metadata) -> Result<Self, SyncError> {
+        let stream = grant.open_read(path).map_err(|_| changed(path))?;
+        Ok(FileChunks {
+            grant,
+            stream: Some(stream),
+            path: path.to_owned(),
+            planned: planned.clone(),
+            read: 0,
+        })
+    }
+
+    fn next(&mut self) -> Result<Option<Vec<u8>>, SyncError> {
+        let Some(stream) = &self.stream else {
+            return Ok(None);
+        };
+        let want = (self.planned.size - self.read).min(CHUNK as u64);
+        let mut chunk = Vec::with_capacity(want as usize);
+        while (chunk.len() as u64) < want {
+            match stream.blocking_read(want - chunk.len() as u64) {
+                Ok(b) => chunk.extend_from_slice(&b),
+                Err(StreamError::Closed) => return Err(changed(&self.path)),
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(SyncError::Io(e.to_debug_string()))
+                }
+            }
+        }
+        self.read += chunk.len() as u64;
+        if self.read == self.planned.size {
+            self.stream = None;
+            let now = self
+                .grant
+                .stat_follow(&self.path)
+                .map_err(|_| changed(&self.path))?;
+            let p = &self.planned;
+            if now.size != p.size || now.mtime_sec != p.mtime_sec || now.mtime_nsec != p.mtime_nsec
+            {
+                return Err(changed(&self.path));
+            }
+            if chunk.is_empty() {
+                return Ok(None);
+            }
+        }
+        Ok(Some(chunk))
+    }
+}
+
+/// A tar of planned members produced in [`CHUNK`]s (contents pass through
+/// guest memory: this is the fallback, not the fast path).
+struct TarChunks<'a> {
+    grant: &'a GrantedDir,
+    members: &'a [Planned],
+    next: usize,
+    buf: Vec<u8>,
+    open: Option<(FileChunks<'a>, u64)>,
+    done: bool,
+    total: u64,
+}
+
+impl<'a> TarChunks<'a> {
+    fn next(&mut self) -> Result<Option<Vec<u8>>, SyncError> {
+        while self.buf.len() < CHUNK && !self.done {
+            if let Some((reader, size)) = &mut self.open {
+                match reader.next()? {
+                    Some(bytes) => self.buf.extend_from_slice(&bytes),
+                    None => {
+                        tar_write::write_padding(&mut self.buf, *size);
+                        self.open = None;
+                    }
+                }
+                continue;
+            }
+            let Some(p) = self.members.get(self.next) else {
+                self.buf.extend_from_slice(&END_OF_ARCHIVE);
+                self.done = true;
+                break;
+            };
+            self.next += 1;
+            p.member().write_header(&mut self.buf).map_err(from_core)?;
+            if let PlannedKind::HostFile { path, meta, .. } = &p.kind {
+                self.open = Some((FileChunks::open(self.grant, path, meta)?, meta.size));
+            }
+        }
+        if self.buf.is_empty() {
+            return Ok(None);
+        }
+        let take = self.buf.len().min(CHUNK);
+        let rest = self.buf.split_off(take);
+        let chunk = std::mem::replace(&mut self.buf, rest);
+        self.total += chunk.len() as u64;
+        Ok(Some(chunk))
+    }
+}
