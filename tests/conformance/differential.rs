@@ -31,6 +31,7 @@ impl Rng {
 
 const NAMES: &[&str] = &[
     "a",
+    "d",
     "b c",
     "it's",
     "\"q\"",
