@@ -7,7 +7,7 @@ fn with_cmds(mut o: SyncOperation, cmds: Vec<PostUploadCommand>) -> SyncOperatio
 
 /// Seed 16: commands run after the upload, in order, verbatim, in the same
 /// single exec (the seed needed one exec per command).
-fn commands_run_in_order_after_upload(u: Userland) {
+fn commands_run_in_order_after_upload(u: Env) {
     let sb = Sandbox::new(u);
     let src = sb.write_host("hello.txt", b"hello");
     let o = with_cmds(
@@ -26,7 +26,7 @@ fn commands_run_in_order_after_upload(u: Userland) {
 }
 
 /// Commands are passed verbatim: quotes, globs and `$` reach `sh -c` as written.
-fn commands_are_verbatim(u: Userland) {
+fn commands_are_verbatim(u: Env) {
     let sb = Sandbox::new(u);
     let c = r#"printf '%s|' "$0" 'a b' "it's" '$(id)' > args.txt; echo "${HOME+set}" >/dev/null"#;
     sb.sync_in(&[with_cmds(op("o", vec![]), vec![cmd(c, None)])])
@@ -38,7 +38,7 @@ fn commands_are_verbatim(u: Userland) {
 }
 
 /// Seed 17: an explicit cwd is confined and used (`pwd -P` is its realpath).
-fn command_in_explicit_cwd(u: Userland) {
+fn command_in_explicit_cwd(u: Env) {
     let sb = Sandbox::new(u);
     std::fs::create_dir_all(sb.remote_on_host("sub/dir")).unwrap();
     sb.give_to_sandbox(&sb.remote_on_host("sub"));
@@ -53,7 +53,7 @@ fn command_in_explicit_cwd(u: Userland) {
 }
 
 /// Seed 18: a non-zero exit fails the operation loud and skips the rest.
-fn failing_command_stops_the_rest(u: Userland) {
+fn failing_command_stops_the_rest(u: Env) {
     let sb = Sandbox::new(u);
     let o = with_cmds(
         op("op-a", vec![]),
@@ -82,7 +82,7 @@ fn failing_command_stops_the_rest(u: Userland) {
 }
 
 /// A failure in a later operation names that operation; earlier ones applied.
-fn failure_names_the_failing_operation(u: Userland) {
+fn failure_names_the_failing_operation(u: Env) {
     let sb = Sandbox::new(u);
     let a = sb.write_host("a", b"a");
     let ok = op("first", vec![file(&a, sb.remote("a"))]);
@@ -96,7 +96,7 @@ fn failure_names_the_failing_operation(u: Userland) {
 }
 
 /// Per-command timeoutMs stops a command that runs too long.
-fn command_timeout(u: Userland) {
+fn command_timeout(u: Env) {
     let sb = Sandbox::new(u);
     let mut c = cmd("sleep 30", None);
     c.timeout_ms = Some(300);
@@ -118,7 +118,7 @@ fn command_timeout(u: Userland) {
 }
 
 /// Commands read /dev/null, never the sync stream.
-fn command_stdin_is_dev_null(u: Userland) {
+fn command_stdin_is_dev_null(u: Env) {
     let sb = Sandbox::new(u);
     let src = sb.write_host("f", &[b'x'; 100_000]);
     let o = with_cmds(
@@ -130,7 +130,7 @@ fn command_stdin_is_dev_null(u: Userland) {
 }
 
 /// Seed 21: no commands means no extra exec.
-fn no_extra_exec_without_commands(u: Userland) {
+fn no_extra_exec_without_commands(u: Env) {
     let sb = Sandbox::new(u);
     let a = sb.write_host("a", b"a");
     let out = sb

@@ -6,7 +6,7 @@ fn assert_confinement(err: &Failed, execs: u64) {
 }
 
 /// Seeds 1, 6: escaping or relative targets fail before any exec.
-fn rejects_escaping_targets_before_exec(u: Userland) {
+fn rejects_escaping_targets_before_exec(u: Env) {
     let sb = Sandbox::new(u);
     let src = sb.write_host("f", b"x");
     for bad in [
@@ -33,7 +33,7 @@ fn rejects_escaping_targets_before_exec(u: Userland) {
 }
 
 /// Seed 2: targets inside the remote dir, and the remote dir itself, are accepted.
-fn accepts_targets_inside(u: Userland) {
+fn accepts_targets_inside(u: Env) {
     let sb = Sandbox::new(u);
     let src = sb.write_host("f", b"x");
     sb.sync_in(&[op("o", vec![file(&src, sb.remote("a/b.txt"))])])
@@ -45,7 +45,7 @@ fn accepts_targets_inside(u: Userland) {
 
 /// Seed 7: a sandbox-planted symlink ancestor is refused before `mkdir -p`
 /// can create anything outside the root.
-fn refuses_mkdir_through_planted_symlink(u: Userland) {
+fn refuses_mkdir_through_planted_symlink(u: Env) {
     let sb = Sandbox::new(u);
     sb.plant_symlink("planted", &sb.outside);
     let src = sb.write_host("f", b"x");
@@ -63,7 +63,7 @@ fn refuses_mkdir_through_planted_symlink(u: Userland) {
 }
 
 /// Seed 8: a directory mapping through a symlink ancestor mutates nothing outside.
-fn refuses_directory_through_planted_symlink(u: Userland) {
+fn refuses_directory_through_planted_symlink(u: Env) {
     let sb = Sandbox::new(u);
     sb.plant_symlink("planted", &sb.outside);
     sb.write_host("d/f", b"x");
@@ -91,7 +91,7 @@ fn refuses_directory_through_planted_symlink(u: Userland) {
 
 /// A symlink-to-directory planted at a file target's own name is replaced
 /// (or refused), never followed.
-fn never_moves_into_a_planted_directory_link(u: Userland) {
+fn never_moves_into_a_planted_directory_link(u: Env) {
     let sb = Sandbox::new(u);
     sb.plant_symlink("target", &sb.outside);
     let src = sb.write_host("f", b"x");
@@ -104,7 +104,7 @@ fn never_moves_into_a_planted_directory_link(u: Userland) {
 }
 
 /// Seed 12: an outbound source outside the remote dir fails before any exec.
-fn rejects_outbound_source_escape_before_exec(u: Userland) {
+fn rejects_outbound_source_escape_before_exec(u: Env) {
     let sb = Sandbox::new(u);
     for bad in [
         "/etc/passwd".to_string(),
@@ -126,7 +126,7 @@ fn rejects_outbound_source_escape_before_exec(u: Userland) {
 
 /// Seed 14: an outbound source that is a symlink resolving outside the root
 /// is refused in the sandbox and writes no target.
-fn rejects_outbound_symlink_source(u: Userland) {
+fn rejects_outbound_symlink_source(u: Env) {
     let sb = Sandbox::new(u);
     let secret = sb.on_host(&format!("{}/secret", sb.outside));
     std::fs::write(&secret, b"outside secret").unwrap();
@@ -150,7 +150,7 @@ fn rejects_outbound_symlink_source(u: Userland) {
 }
 
 /// Seed 19: a command cwd that escapes lexically fails before any exec.
-fn rejects_command_cwd_escape_before_exec(u: Userland) {
+fn rejects_command_cwd_escape_before_exec(u: Env) {
     let sb = Sandbox::new(u);
     for bad in [
         format!("{}/../escape", sb.remote),
@@ -167,7 +167,7 @@ fn rejects_command_cwd_escape_before_exec(u: Userland) {
 
 /// Seed 20: a command cwd resolving outside through a symlink is refused in
 /// the sandbox; the command never runs.
-fn rejects_command_cwd_through_symlink(u: Userland) {
+fn rejects_command_cwd_through_symlink(u: Env) {
     let sb = Sandbox::new(u);
     sb.plant_symlink("cwdlink", &sb.outside);
     let mut o = op("o", vec![]);
@@ -182,7 +182,7 @@ fn rejects_command_cwd_through_symlink(u: Userland) {
 }
 
 /// Shell metacharacters in every interpolated path are literal (T1.8).
-fn metacharacters_in_paths_are_literal(u: Userland) {
+fn metacharacters_in_paths_are_literal(u: Env) {
     let sb = Sandbox::new(u);
     let src = sb.write_host("a'b;touch pwned", b"x");
     let name = "x'; touch pwned; echo '$(touch pwned2)`touch pwned3`";
@@ -205,7 +205,7 @@ fn metacharacters_in_paths_are_literal(u: Userland) {
 }
 
 /// Reserved scratch names cannot be targets.
-fn reserved_scratch_names_are_refused(u: Userland) {
+fn reserved_scratch_names_are_refused(u: Env) {
     let sb = Sandbox::new(u);
     let src = sb.write_host("f", b"x");
     let err = sb

@@ -127,7 +127,7 @@ fn tar_stream() -> &'static Runtime {
     R.get_or_init(|| block_on(Runtime::embedded()).unwrap())
 }
 
-fn both_land_identically(u: Userland) {
+fn both_land_identically(u: Env) {
     let cases: u64 = std::env::var("DIFF_CASES")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -3,7 +3,7 @@ use std::time::Duration;
 use sandbox_sync_tests::*;
 
 /// A missing host source is a clear error before any exec; nothing is written.
-fn missing_source(u: Userland) {
+fn missing_source(u: Env) {
     let sb = Sandbox::new(u);
     for m in [
         file(sb.host.join("nope.txt"), sb.remote("a")),
@@ -23,7 +23,7 @@ fn missing_source(u: Userland) {
 }
 
 /// A missing sandbox source fails the sync-out loud and writes no target.
-fn missing_sandbox_source(u: Userland) {
+fn missing_sandbox_source(u: Env) {
     let sb = Sandbox::new(u);
     let target = sb.host.join("t/out");
     let err = sb
@@ -41,7 +41,7 @@ fn missing_sandbox_source(u: Userland) {
 
 /// A source that changes while it is sent fails with source-changed and the
 /// target stays untouched.
-fn source_changed_mid_stream(u: Userland) {
+fn source_changed_mid_stream(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("data.bin", b"previous");
     let src = sb.write_host("data.bin", &vec![7u8; 1 << 20]);
@@ -69,7 +69,7 @@ fn source_changed_mid_stream(u: Userland) {
 }
 
 /// The exec's wall-time limit fails the sync and the script still cleans up.
-fn exec_timeout(u: Userland) {
+fn exec_timeout(u: Env) {
     let sb = Sandbox::new(u);
     let mut o = op("o", vec![]);
     o.post_upload_commands = Some(vec![cmd("sleep 30", None)]);
@@ -83,7 +83,7 @@ fn exec_timeout(u: Userland) {
 }
 
 /// A file mapping whose source is a directory is a clear error.
-fn wrong_kind_of_source(u: Userland) {
+fn wrong_kind_of_source(u: Env) {
     let sb = Sandbox::new(u);
     std::fs::create_dir_all(sb.host.join("d")).unwrap();
     let err = sb
@@ -101,7 +101,7 @@ fn wrong_kind_of_source(u: Userland) {
 
 /// Following a symlink that leads out of the source directory is refused
 /// rather than uploading a file the mapping never named.
-fn follow_refuses_links_out_of_the_source(u: Userland) {
+fn follow_refuses_links_out_of_the_source(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_host("secret", b"host secret");
     sb.write_host("ws/a", b"a");

@@ -4,7 +4,7 @@ use sandbox_sync_tests::*;
 
 /// Seed 3: all file mappings of an operation in one exec, staged then moved,
 /// the secret at 0600, no scratch left, counts reported.
-fn file_mappings_single_exec_secret_mode(u: Userland) {
+fn file_mappings_single_exec_secret_mode(u: Env) {
     let sb = Sandbox::new(u);
     let a = sb.write_host("src/a.txt", b"alpha\n");
     let s = sb.write_host("src/secret", b"token-123\n");
@@ -33,7 +33,7 @@ fn file_mappings_single_exec_secret_mode(u: Userland) {
 }
 
 /// File mappings replace an existing target atomically and keep the source's mode.
-fn file_mapping_replaces_existing_target(u: Userland) {
+fn file_mapping_replaces_existing_target(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("bin/tool", b"old");
     let src = sb.write_host("tool", b"#!/bin/sh\necho new\n");
@@ -46,7 +46,7 @@ fn file_mapping_replaces_existing_target(u: Userland) {
 }
 
 /// Seed 4: a directory mapping honours exclude and followSymlinks=true dereferences.
-fn directory_mapping_exclude_and_follow(u: Userland) {
+fn directory_mapping_exclude_and_follow(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_host("ws/keep.txt", b"keep");
     sb.write_host("ws/debug.log", b"drop");
@@ -73,7 +73,7 @@ fn directory_mapping_exclude_and_follow(u: Userland) {
 
 /// Seed 5: symlinks stay links when followSymlinks is falsy; modes, empty
 /// directories and odd names survive.
-fn directory_mapping_preserves_links_modes_and_names(u: Userland) {
+fn directory_mapping_preserves_links_modes_and_names(u: Env) {
     let sb = Sandbox::new(u);
     let names = [
         "a b",
@@ -129,7 +129,7 @@ fn directory_mapping_preserves_links_modes_and_names(u: Userland) {
 }
 
 /// Directory mappings are destroy-then-replace: stale files disappear.
-fn directory_mapping_replaces_target(u: Userland) {
+fn directory_mapping_replaces_target(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("proj/stale.txt", b"stale");
     sb.write_remote("proj/keep/old.txt", b"old");
@@ -145,7 +145,7 @@ fn directory_mapping_replaces_target(u: Userland) {
 
 /// Seed 2 (directory form): the remote dir itself may be the target; its
 /// contents are replaced in place.
-fn directory_mapping_onto_remote_dir(u: Userland) {
+fn directory_mapping_onto_remote_dir(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("old.txt", b"old");
     sb.write_host("ws/a/b.txt", b"b");
@@ -159,7 +159,7 @@ fn directory_mapping_onto_remote_dir(u: Userland) {
 }
 
 /// Seed 9: a 2 MiB payload streams through one exec, byte-exact.
-fn streams_large_payload(u: Userland) {
+fn streams_large_payload(u: Env) {
     let sb = Sandbox::new(u);
     let data: Vec<u8> = (0..2 * 1024 * 1024u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
@@ -175,7 +175,7 @@ fn streams_large_payload(u: Userland) {
 
 /// One exec per sync call whatever the number of operations; operations
 /// apply in order and each reports its own counts.
-fn many_operations_one_exec(u: Userland) {
+fn many_operations_one_exec(u: Env) {
     let sb = Sandbox::new(u);
     let mut ops = Vec::new();
     for i in 0..20 {
@@ -209,7 +209,7 @@ fn many_operations_one_exec(u: Userland) {
 }
 
 /// An operation with no mappings and no commands still succeeds.
-fn empty_operations(u: Userland) {
+fn empty_operations(u: Env) {
     let sb = Sandbox::new(u);
     let out = sb.sync_in(&[op("empty", vec![])]).expect("sync-in");
     assert_eq!(out.operations[0].files_transferred, 0);
@@ -218,7 +218,7 @@ fn empty_operations(u: Userland) {
 }
 
 /// Empty source directories are valid and produce an empty target.
-fn empty_directory_mapping(u: Userland) {
+fn empty_directory_mapping(u: Env) {
     let sb = Sandbox::new(u);
     std::fs::create_dir_all(sb.host.join("empty")).unwrap();
     let out = sb

@@ -4,7 +4,7 @@ use sandbox_sync_tests::*;
 
 /// Seed 10: all file mappings back over one exec, reassembled at host
 /// targets with the requested mode and per-operation counts; no scratch.
-fn files_back_in_one_exec(u: Userland) {
+fn files_back_in_one_exec(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("out/result.json", b"{\"ok\":true}");
     sb.write_remote("out/secret.key", b"k3y");
@@ -43,7 +43,7 @@ fn files_back_in_one_exec(u: Userland) {
 
 /// A file mapping replaces an existing host file (and never writes through
 /// a symlink planted at the target name).
-fn file_back_replaces_target_and_symlink(u: Userland) {
+fn file_back_replaces_target_and_symlink(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("r.txt", b"fresh");
     let victim = sb.write_host("victim.txt", b"untouched");
@@ -58,7 +58,7 @@ fn file_back_replaces_target_and_symlink(u: Userland) {
 }
 
 /// Seed 11: a directory round-trips, symlinks preserved when not following.
-fn directory_round_trip_preserves_links(u: Userland) {
+fn directory_round_trip_preserves_links(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("proj/src/main.rs", b"fn main() {}");
     sb.write_remote("proj/README", b"readme");
@@ -87,7 +87,7 @@ fn directory_round_trip_preserves_links(u: Userland) {
 }
 
 /// followSymlinks on sync-out dereferences; exclude drops members.
-fn directory_back_follow_and_exclude(u: Userland) {
+fn directory_back_follow_and_exclude(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("proj/data.txt", b"data");
     sb.write_remote("proj/build/out.o", b"obj");
@@ -107,7 +107,7 @@ fn directory_back_follow_and_exclude(u: Userland) {
 }
 
 /// Directory mappings replace the target's previous contents.
-fn directory_back_replaces_target(u: Userland) {
+fn directory_back_replaces_target(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("proj/new.txt", b"new");
     sb.write_host("back/stale.txt", b"stale");
@@ -119,7 +119,7 @@ fn directory_back_replaces_target(u: Userland) {
 }
 
 /// Several operations and mappings, in order, in one exec.
-fn many_operations_back_in_one_exec(u: Userland) {
+fn many_operations_back_in_one_exec(u: Env) {
     let sb = Sandbox::new(u);
     let mut ops = Vec::new();
     for i in 0..10 {
@@ -147,7 +147,7 @@ fn many_operations_back_in_one_exec(u: Userland) {
 }
 
 /// Seed 15: the outbound guard fails closed and writes no target.
-fn outbound_guard_fails_closed(u: Userland) {
+fn outbound_guard_fails_closed(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("big.bin", &[b'A'; 4096]);
     let target = sb.host.join("t/big.bin");
@@ -176,7 +176,7 @@ fn outbound_guard_fails_closed(u: Userland) {
 }
 
 /// Large payloads stream back byte-exact.
-fn streams_large_payload_back(u: Userland) {
+fn streams_large_payload_back(u: Env) {
     let sb = Sandbox::new(u);
     let data: Vec<u8> = (0..3 * 1024 * 1024 + 17u32)
         .map(|i| (i.wrapping_mul(2_246_822_519) >> 11) as u8)

@@ -11,6 +11,8 @@
 //! ([`sandbox_sync_host::Runtime::embedded`], or a `.wasm` named by
 //! `SANDBOX_SYNC_COMPONENT` so other components can be plugged in).
 
+pub mod k8s_server;
+
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,6 +33,25 @@ pub enum Userland {
     Gnu,
     /// Debian's busybox-static in a chroot, as uid 65534.
     BusyBox,
+}
+
+/// How the component reaches the sandbox.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// The local exec backend.
+    Local,
+    /// The real kube client against a Kubernetes-exec-protocol server that
+    /// runs each exec the way the local backend would.
+    Kube(k8s_server::Protocol),
+}
+
+/// One environment the conformance suite runs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Env {
+    /// The sandbox's userland.
+    pub userland: Userland,
+    /// How execs reach it.
+    pub transport: Transport,
 }
 
 /// The uid BusyBox sandboxes run as.
@@ -138,11 +159,57 @@ pub struct Sandbox {
     /// Host-side work dir for sources and targets.
     pub host: PathBuf,
     backend: Arc<dyn ExecBackend>,
+    /// The fake API server, for [`Transport::Kube`].
+    pub server: Option<k8s_server::K8sExecServer>,
+}
+
+/// The local backend for `userland` (what a kube exec also runs through).
+fn local_backend(userland: Userland) -> LocalBackend {
+    match userland {
+        Userland::Gnu => LocalBackend::host(),
+        Userland::BusyBox => LocalBackend::sandbox_root(busybox_root())
+            .expect("sandbox root")
+            .user(SANDBOX_UID),
+    }
+}
+
+/// Starts a fake API server whose execs run through `local`, and a kube
+/// backend pointed at it through a generated kubeconfig.
+pub fn kube_backend(
+    local: LocalBackend,
+    protocol: k8s_server::Protocol,
+    dir: &Path,
+) -> (k8s_server::K8sExecServer, Arc<dyn ExecBackend>) {
+    use k8s_server::{Protocol, Protocols, ServerConfig};
+    let commands = move |argv: &[String]| {
+        local
+            .command(argv)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    };
+    let config =
+        ServerConfig::new("sandboxes", "agent-pod", "agent", commands).protocols(Protocols {
+            v5: protocol == Protocol::V5,
+            v4: true,
+        });
+    let server =
+        block_on(k8s_server::K8sExecServer::start(config)).expect("start the fake API server");
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig()).expect("write kubeconfig");
+    let backend = block_on(sandbox_sync_host::exec::kube::KubeBackend::from_config(
+        Some(kubeconfig),
+        None,
+        Some("sandboxes".into()),
+        "agent-pod",
+        Some("agent".into()),
+    ))
+    .expect("kube backend");
+    (server, Arc::new(backend))
 }
 
 impl Sandbox {
     /// A fresh sandbox with an empty remote dir.
-    pub fn new(userland: Userland) -> Self {
+    pub fn new(env: Env) -> Self {
+        let userland = env.userland;
         let tmp = tempfile::Builder::new()
             .prefix("sandbox-sync-test-")
             .tempdir()
@@ -150,25 +217,21 @@ impl Sandbox {
         let host = tmp.path().join("host");
         std::fs::create_dir_all(&host).expect("host dir");
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let (root, base, backend): (PathBuf, String, Arc<dyn ExecBackend>) = match userland {
-            Userland::Gnu => {
-                let base = tmp.path().join("sandbox");
-                (
-                    PathBuf::from("/"),
-                    base.display().to_string(),
-                    Arc::new(LocalBackend::host()),
-                )
-            }
-            Userland::BusyBox => {
-                let root = busybox_root().to_path_buf();
-                let backend = LocalBackend::sandbox_root(&root)
-                    .expect("sandbox root")
-                    .user(SANDBOX_UID);
-                (
-                    root,
-                    format!("/t{}-{n}", std::process::id()),
-                    Arc::new(backend),
-                )
+        let (root, base) = match userland {
+            Userland::Gnu => (
+                PathBuf::from("/"),
+                tmp.path().join("sandbox").display().to_string(),
+            ),
+            Userland::BusyBox => (
+                busybox_root().to_path_buf(),
+                format!("/t{}-{n}", std::process::id()),
+            ),
+        };
+        let (server, backend): (_, Arc<dyn ExecBackend>) = match env.transport {
+            Transport::Local => (None, Arc::new(local_backend(userland))),
+            Transport::Kube(p) => {
+                let (server, backend) = kube_backend(local_backend(userland), p, tmp.path());
+                (Some(server), backend)
             }
         };
         let sb = Sandbox {
@@ -179,6 +242,7 @@ impl Sandbox {
             root,
             host,
             backend,
+            server,
         };
         for dir in [&sb.remote, &sb.outside] {
             let p = sb.on_host(dir);
@@ -435,15 +499,24 @@ pub fn mode(p: &Path) -> u32 {
         & 0o7777
 }
 
-/// Defines each conformance test once per userland.
+/// Defines each conformance test once per environment: GNU and BusyBox over
+/// the local backend, and over the kube backend with the v4 (GNU) and v5
+/// (BusyBox) subprotocols.
 #[macro_export]
 macro_rules! for_each_userland {
     ($($name:ident),* $(,)?) => {
-        mod gnu {
-            $( #[test] fn $name() { super::$name($crate::Userland::Gnu) } )*
-        }
-        mod busybox {
-            $( #[test] fn $name() { super::$name($crate::Userland::BusyBox) } )*
+        $crate::for_each_userland!(@env gnu, Gnu, Local; $($name),*);
+        $crate::for_each_userland!(@env busybox, BusyBox, Local; $($name),*);
+        $crate::for_each_userland!(@env kube_v4, Gnu, Kube($crate::k8s_server::Protocol::V4); $($name),*);
+        $crate::for_each_userland!(@env kube_v5, BusyBox, Kube($crate::k8s_server::Protocol::V5); $($name),*);
+    };
+    (@env $module:ident, $userland:ident, $transport:expr; $($name:ident),*) => {
+        mod $module {
+            #[allow(unused_imports)]
+            use $crate::Transport::*;
+            $( #[test] fn $name() {
+                super::$name($crate::Env { userland: $crate::Userland::$userland, transport: $transport })
+            } )*
         }
     };
 }

@@ -32,7 +32,7 @@ pub fn run(
     payload: &[u8],
     timeout_ms: u64,
 ) -> Result<Ran, SyncError> {
-    let mut program = script::library(root).map_err(from_core)?;
+    let mut program = script::library(root, timeout_ms).map_err(from_core)?;
     program.push_str(body);
     let exec = sandbox_exec::start(
         &script::argv(program.len()),

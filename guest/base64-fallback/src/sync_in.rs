@@ -251,7 +251,7 @@ impl Ctx<'_> {
     fn command(&mut self, op: &str, c: &PostUploadCommand) -> Result<(), SyncError> {
         let cwd = c.cwd.clone().unwrap_or_else(|| self.root.clone());
         let body = format!(
-            "_ss_pin {} 8\n_ss_c=$(head -c {}; echo x); _ss_c=${{_ss_c%x}}\n(cd -P /proc/self/fd/8 || exit 46; exec /bin/sh -c \"$_ss_c\" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2\nexit $?\n",
+            "_ss_pin {} 8\n_ss_c=$(head -c {}; echo x); _ss_c=${{_ss_c%x}}\n(cd -P /proc/self/fd/8 || exit 46; exec /bin/sh -c \"$_ss_c\" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &\n_ss_cp=$!\nwait \"$_ss_cp\"; _ss_rc=$?; _ss_cp=\nexit \"$_ss_rc\"\n",
             q(&cwd)?,
             c.command.len()
         );
@@ -261,21 +261,21 @@ impl Ctx<'_> {
             return Ok(());
         }
         let code = ran.status.exit_code;
-        if ran.status.timed_out && c.timeout_ms.is_none()
-            || code == Some(42)
-            || ran.status.stderr_truncated
-        {
+        // The program's own deadline (exit 54) is a timeout too.
+        let timed_out =
+            ran.status.timed_out || code == Some(sandbox_sync_core::script::exit::DEADLINE);
+        if timed_out && c.timeout_ms.is_none() || code == Some(42) || ran.status.stderr_truncated {
             return Err(from_status(&ran.status, op, timeout));
         }
-        let what = if ran.status.timed_out {
+        let what = if timed_out {
             format!("post-upload command timed out after {timeout} ms")
         } else {
             format!("post-upload command failed (exit {})", code.unwrap_or(-1))
         };
         Err(SyncError::CommandFailed(CommandFailure {
             operation_id: op.to_owned(),
-            exit_code: if ran.status.timed_out { None } else { code },
-            timed_out: ran.status.timed_out,
+            exit_code: if timed_out { None } else { code },
+            timed_out,
             message: format!("operation {op}: {what}"),
             stderr: stderr_tail(&ran.status),
         }))

@@ -33,7 +33,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
 
     // Plan everything (and validate every path) before the exec starts.
     let mut members: Vec<Planned> = Vec::new();
-    let mut script = InboundScript::new(&root);
+    let mut script = InboundScript::new(&root, req.limits.timeout_ms);
     let mut results = Vec::with_capacity(req.operations.len());
     let mut k = 0;
     for (i, op) in req.operations.iter().enumerate() {

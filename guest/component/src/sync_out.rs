@@ -31,7 +31,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             mappings.len()
         )));
     }
-    let mut script = OutboundScript::new(&root);
+    let mut script = OutboundScript::new(&root, req.limits.timeout_ms);
     for (i, op) in req.operations.iter().enumerate() {
         if !op.post_upload_commands.is_empty() {
             return Err(SyncError::InvalidRequest(format!(

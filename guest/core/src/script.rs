@@ -73,6 +73,8 @@ pub mod exit {
     pub const COMMAND_TIMEOUT: i32 = 52;
     /// An outbound source does not exist.
     pub const MISSING: i32 = 53;
+    /// The program reached its own deadline and stopped.
+    pub const DEADLINE: i32 = 54;
     /// The bootstrap could not read the script.
     pub const BOOTSTRAP: i32 = 70;
 }
@@ -105,9 +107,22 @@ _ss_pin() {
 _ss_S=$(mktemp -d "$_ss_root/.paperclip-upload-XXXXXXXXXX") || _ss_die 46 'cannot create the scratch dir'
 _ss_tag=${_ss_S##*/}
 _ss_pending=
-_ss_cleanup() { [ -z "$_ss_pending" ] || rm -rf "$_ss_pending"; rm -rf "$_ss_S"; }
+_ss_watch=
+_ss_cp=
+_ss_cleanup() {
+  [ -z "$_ss_watch" ] || kill "$_ss_watch" 2>/dev/null
+  [ -z "$_ss_cp" ] || kill "$_ss_cp" 2>/dev/null
+  [ -z "$_ss_pending" ] || rm -rf "$_ss_pending"
+  rm -rf "$_ss_S"
+}
 trap _ss_cleanup EXIT
-trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM
+trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM; trap 'exit 54' USR1
+if [ -n "$_ss_deadline" ]; then
+  (trap 'kill "$_ss_ws" 2>/dev/null; exit 0' TERM
+   sleep "$_ss_deadline" & _ss_ws=$!
+   wait "$_ss_ws" && kill -USR1 $$) </dev/null >/dev/null 2>&1 &
+  _ss_watch=$!
+fi
 _ss_pin "$_ss_S" 9
 "#;
 
@@ -180,6 +195,7 @@ _ss_cmd() {
     _ss_wp=$!
   fi
   wait "$_ss_cp"; _ss_rc=$?
+  _ss_cp=
   if [ -n "$_ss_wp" ]; then kill "$_ss_wp" 2>/dev/null; wait "$_ss_wp" 2>/dev/null; fi
   exec 8<&-
   if [ -e /proc/self/fd/9/timeout ]; then
@@ -228,9 +244,20 @@ _ss_odir() {
 }
 "#;
 
-fn preamble(root: &str) -> Result<String, SyncError> {
+/// The program's own deadline: a little before the host's, so on any
+/// transport (Kubernetes never kills an exec whose client went away) the
+/// script stops itself, through its cleanup trap, before the host gives up.
+fn deadline(timeout_ms: u64) -> String {
+    if timeout_ms == 0 {
+        return String::new();
+    }
+    seconds(timeout_ms - (timeout_ms / 10).min(2000))
+}
+
+fn preamble(root: &str, timeout_ms: u64) -> Result<String, SyncError> {
     let mut s = String::with_capacity(LIBRARY.len() + 256);
     let _ = writeln!(s, "_ss_rootarg={}", sh_quote(root)?);
+    let _ = writeln!(s, "_ss_deadline={}", deadline(timeout_ms));
     s.push_str(LIBRARY);
     Ok(s)
 }
@@ -240,8 +267,8 @@ fn preamble(root: &str) -> Result<String, SyncError> {
 ///
 /// # Errors
 /// When `root` cannot be quoted (NUL).
-pub fn library(root: &str) -> Result<String, SyncError> {
-    let mut s = preamble(root)?;
+pub fn library(root: &str, timeout_ms: u64) -> Result<String, SyncError> {
+    let mut s = preamble(root, timeout_ms)?;
     s.push_str(INBOUND);
     s.push_str(OUTBOUND);
     Ok(s)
@@ -265,15 +292,18 @@ fn seconds(ms: u64) -> String {
 #[derive(Debug)]
 pub struct InboundScript {
     root: String,
+    timeout_ms: u64,
     preflight: String,
     ops: String,
 }
 
 impl InboundScript {
-    /// Starts a program for remote dir `root` (normalized).
-    pub fn new(root: &str) -> Self {
+    /// Starts a program for remote dir `root` (normalized) that stops
+    /// itself shortly before `timeout_ms` (0: no deadline).
+    pub fn new(root: &str, timeout_ms: u64) -> Self {
         InboundScript {
             root: root.to_owned(),
+            timeout_ms,
             preflight: String::new(),
             ops: String::new(),
         }
@@ -382,7 +412,7 @@ impl InboundScript {
     /// # Errors
     /// When the root or token cannot be quoted.
     pub fn finish(self, archive_len: u64, token: &str) -> Result<String, SyncError> {
-        let mut s = preamble(&self.root)?;
+        let mut s = preamble(&self.root, self.timeout_ms)?;
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
         if archive_len > 0 {
@@ -405,6 +435,7 @@ impl InboundScript {
 #[derive(Debug)]
 pub struct OutboundScript {
     root: String,
+    timeout_ms: u64,
     body: String,
 }
 
@@ -425,10 +456,12 @@ pub enum Marker {
 }
 
 impl OutboundScript {
-    /// Starts a program for remote dir `root` (normalized).
-    pub fn new(root: &str) -> Self {
+    /// Starts a program for remote dir `root` (normalized) that stops
+    /// itself shortly before `timeout_ms` (0: no deadline).
+    pub fn new(root: &str, timeout_ms: u64) -> Self {
         OutboundScript {
             root: root.to_owned(),
+            timeout_ms,
             body: String::new(),
         }
     }
@@ -489,7 +522,7 @@ impl OutboundScript {
     /// When the root cannot be quoted.
     pub fn finish(mut self) -> Result<String, SyncError> {
         self.mark(&Marker::End);
-        let mut s = preamble(&self.root)?;
+        let mut s = preamble(&self.root, self.timeout_ms)?;
         s.push_str(OUTBOUND);
         s.push_str(&self.body);
         Ok(s)
@@ -607,7 +640,7 @@ mod tests {
 
     #[test]
     fn every_path_is_quoted() {
-        let mut s = InboundScript::new("/w");
+        let mut s = InboundScript::new("/w", 0);
         s.put_file("f0", "/w/a b", "x'y;touch /tmp/pwn", Some(0o600))
             .unwrap();
         let text = s.finish(1024, "tok").unwrap();
@@ -620,7 +653,7 @@ mod tests {
 
     #[test]
     fn nul_is_refused() {
-        let mut s = InboundScript::new("/w");
+        let mut s = InboundScript::new("/w", 0);
         assert!(s.put_file("f0", "/w", "a\0b", None).is_err());
     }
 }

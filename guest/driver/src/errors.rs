@@ -65,7 +65,7 @@ pub fn stderr_tail(status: &ExecStatus) -> String {
 /// `op` names the operation that was in progress.
 pub fn from_status(status: &ExecStatus, op: &str, timeout_ms: u64) -> SyncError {
     let stderr = stderr_tail(status);
-    if status.timed_out {
+    if status.timed_out || status.exit_code == Some(exit::DEADLINE) {
         return SyncError::LimitExceeded(format!(
             "operation {op}: the sandbox exec ran past its {timeout_ms} ms timeout{}",
             suffix(&stderr)

@@ -87,7 +87,13 @@ impl LocalBackend {
         self
     }
 
-    fn command(&self, argv: &[String]) -> Result<Command, ExecError> {
+    /// The command that runs `argv` the way this backend does (namespaces,
+    /// chroot, user, clean environment, own process group, piped stdio);
+    /// for test servers that stand in for a pod.
+    ///
+    /// # Errors
+    /// An empty argv.
+    pub fn command(&self, argv: &[String]) -> Result<Command, ExecError> {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| ExecError::Unsupported("empty argv".into()))?;
