@@ -29,3 +29,7 @@ build:
 components:
     cargo build --locked -p sandbox-sync-component -p sandbox-sync-base64-fallback --target wasm32-wasip2 --profile guest
     @ls target/wasm32-wasip2/guest/*.wasm
+
+# Round-trip through a real cluster (needs kubectl and a kubeconfig; not run in CI).
+e2e-cluster:
+    tests/e2e-cluster.sh

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use serde_json::{Map, Value};
 
+use crate::exec::kube::KubeBackend;
 use crate::exec::local::LocalBackend;
 use crate::exec::ExecBackend;
 
@@ -80,8 +81,8 @@ impl BackendConfig {
     /// Builds the backend.
     ///
     /// # Errors
-    /// A sandbox root without `/bin/sh`, or a backend unavailable in this build.
-    pub fn build(&self) -> anyhow::Result<Arc<dyn ExecBackend>> {
+    /// A sandbox root without `/bin/sh`, or an unusable kubeconfig.
+    pub async fn build(&self) -> anyhow::Result<Arc<dyn ExecBackend>> {
         match self {
             BackendConfig::Local {
                 sandbox_root,
@@ -98,7 +99,24 @@ impl BackendConfig {
                 }
                 Ok(Arc::new(b.exec_latency(*exec_latency)))
             }
-            BackendConfig::Kube { .. } => bail!("the kube backend is not available in this build"),
+            BackendConfig::Kube {
+                namespace,
+                pod,
+                container,
+                kubeconfig,
+                context,
+            } => {
+                let b = KubeBackend::from_config(
+                    kubeconfig.clone(),
+                    context.clone(),
+                    Some(namespace.clone()),
+                    pod.clone(),
+                    container.clone(),
+                )
+                .await
+                .with_context(|| format!("kube backend for pod {namespace}/{pod}"))?;
+                Ok(Arc::new(b))
+            }
         }
     }
 }

@@ -56,9 +56,36 @@ struct SyncArgs {
     max_output_bytes: u64,
 }
 
+/// Which exec backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Backend {
+    /// A local process (optionally chrooted into --sandbox-root).
+    Local,
+    /// A Kubernetes pod via the API server's exec (WebSocket).
+    Kube,
+}
+
 /// Where sandbox commands run.
 #[derive(Debug, Args)]
 pub struct BackendArgs {
+    /// Exec backend.
+    #[arg(long, value_enum, default_value_t = Backend::Local)]
+    pub backend: Backend,
+    /// Kubernetes namespace (default: the kubeconfig context's).
+    #[arg(long, short = 'n')]
+    pub namespace: Option<String>,
+    /// Pod name (kube backend).
+    #[arg(long)]
+    pub pod: Option<String>,
+    /// Container (default: the pod's only container).
+    #[arg(long, short = 'c')]
+    pub container: Option<String>,
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context.
+    #[arg(long)]
+    pub context: Option<String>,
     /// Run the sandbox chrooted into DIR with new mount and PID namespaces.
     #[arg(long, value_name = "DIR")]
     pub sandbox_root: Option<PathBuf>,
@@ -71,13 +98,35 @@ pub struct BackendArgs {
 }
 
 impl BackendArgs {
-    pub fn backend(&self) -> anyhow::Result<Arc<dyn ExecBackend>> {
-        BackendConfig::Local {
-            sandbox_root: self.sandbox_root.clone(),
-            user: self.sandbox_user,
-            exec_latency: Duration::from_millis(self.exec_latency_ms),
-        }
-        .build()
+    pub async fn backend(&self) -> anyhow::Result<Arc<dyn ExecBackend>> {
+        let config = match self.backend {
+            Backend::Local => {
+                if self.pod.is_some() || self.namespace.is_some() {
+                    anyhow::bail!("--pod and --namespace need --backend kube");
+                }
+                BackendConfig::Local {
+                    sandbox_root: self.sandbox_root.clone(),
+                    user: self.sandbox_user,
+                    exec_latency: Duration::from_millis(self.exec_latency_ms),
+                }
+            }
+            Backend::Kube => {
+                if self.sandbox_root.is_some() || self.sandbox_user.is_some() {
+                    anyhow::bail!("--sandbox-root and --sandbox-user apply to --backend local");
+                }
+                let pod = self.pod.clone().context("--backend kube needs --pod")?;
+                let b = sandbox_sync_host::exec::kube::KubeBackend::from_config(
+                    self.kubeconfig.clone(),
+                    self.context.clone(),
+                    self.namespace.clone(),
+                    pod,
+                    self.container.clone(),
+                )
+                .await?;
+                return Ok(Arc::new(b));
+            }
+        };
+        config.build().await
     }
 }
 
@@ -145,7 +194,7 @@ async fn sync(inbound: bool, args: SyncArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let backend = match args.backend.backend() {
+    let backend = match args.backend.backend().await {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error[invalid-request]: {e:#}");

@@ -248,14 +248,12 @@ impl Worker {
                 )
             }
         };
-        let backend = match BackendConfig::from_plugin(
+        let config = match BackendConfig::from_plugin(
             &params.config,
             params.lease.provider_lease_id.as_deref(),
             &params.lease.metadata,
-        )
-        .and_then(|c| c.build())
-        {
-            Ok(b) => b,
+        ) {
+            Ok(c) => c,
             Err(e) => {
                 return self.send_error(
                     id,
@@ -263,6 +261,18 @@ impl Worker {
                     format!("Invalid params: {e:#}"),
                     None,
                 )
+            }
+        };
+        let backend = match config.build().await {
+            Ok(b) => b,
+            Err(e) => {
+                let data = json!({ "kind": "transport", "message": format!("{e:#}") });
+                return self.send_error(
+                    id,
+                    code::WORKER_ERROR,
+                    format!("error[transport]: {e:#}"),
+                    Some(data),
+                );
             }
         };
         let runtime = match params.config.get("componentPath").and_then(Value::as_str) {

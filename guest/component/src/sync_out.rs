@@ -99,10 +99,21 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                 .get(current)
                 .map(|o| o.operation_id.as_str())
                 .unwrap_or("(none)");
-            // A script that failed first explains a cut stream better than the cut does.
-            if let (SyncError::UnsafeArchive(m), Ok(status)) = (&err, &status) {
-                if m.contains("truncated") && status.exit_code != Some(0) {
-                    return Err(from_status(status, op, req.limits.timeout_ms));
+            // A cut stream is explained better by why it was cut: a script
+            // that failed first, or an exec channel that broke.
+            if let SyncError::UnsafeArchive(m) = &err {
+                if m.contains("truncated") {
+                    match &status {
+                        Ok(status) if status.exit_code != Some(0) => {
+                            return Err(from_status(status, op, req.limits.timeout_ms))
+                        }
+                        Err(transport) => {
+                            return Err(SyncError::Transport(format!(
+                                "operation {op}: the exec channel broke mid-stream: {transport}"
+                            )))
+                        }
+                        Ok(_) => {}
+                    }
                 }
             }
             Err(err)
