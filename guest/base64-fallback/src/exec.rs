@@ -32,7 +32,8 @@ pub fn run(
     payload: &[u8],
     timeout_ms: u64,
 ) -> Result<Ran, SyncError> {
-    let mut program = script::library(root, timeout_ms).map_err(from_core)?;
+    let scratch = sandbox_sync_driver::scratch::fresh();
+    let mut program = script::library(root, timeout_ms, &scratch).map_err(from_core)?;
     program.push_str(body);
     let exec = sandbox_exec::start(
         &script::argv(program.len()),
@@ -60,6 +61,12 @@ pub fn run(
     drop(stdout);
     let status = exec.finish().map_err(SyncError::Transport)?;
     drop(stdin);
+    sandbox_sync_driver::scratch::cleanup_if_killed(
+        &status,
+        root,
+        &scratch,
+        req.limits.max_stderr_bytes,
+    );
     if over {
         return Err(SyncError::LimitExceeded(
             "a fallback exec printed more than 8 MiB".into(),

@@ -4,6 +4,7 @@ use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_paren
 use sandbox_sync_core::script::{self, InboundScript, Status};
 use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
 use sandbox_sync_driver::plan::{missing_or, mtime, plan_dir, Planned, PlannedKind};
+use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
     EntryKind, GrantedDir, Metadata,
@@ -33,7 +34,8 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
 
     // Plan everything (and validate every path) before the exec starts.
     let mut members: Vec<Planned> = Vec::new();
-    let mut script = InboundScript::new(&root, req.limits.timeout_ms);
+    let scratch = sandbox_sync_driver::scratch::fresh();
+    let mut script = InboundScript::new(&root, req.limits.timeout_ms, &scratch);
     let mut results = Vec::with_capacity(req.operations.len());
     let mut k = 0;
     for (i, op) in req.operations.iter().enumerate() {
@@ -177,30 +179,27 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     // A failure to feed stdin usually means the script stopped early; its
     // exit status explains why, so keep it and decide after `finish`.
     let sent = send(&stdin, text.as_bytes(), &members, sources);
-    let source_changed = match sent {
-        Err(Sent::SourceChanged(e)) => {
-            // Closing stdin early makes the sandbox see a short archive and
-            // leave without applying anything (the commit marker is missing).
-            drop(stdin);
-            Some(e)
-        }
-        Err(Sent::Fatal(e)) => {
-            drop(stdin);
-            drop(stdout);
-            exec.abort();
-            return Err(e);
-        }
+    match sent {
         Err(Sent::Stream(_)) | Ok(()) => {
             // Stdin stays open until the status: the sandbox never needs EOF.
             let status_lines = read_status(&stdout);
             let status = exec.finish().map_err(SyncError::Transport)?;
             drop(stdin);
-            return conclude(req, results, status_lines, &status, sent.err());
+            cleanup_if_killed(&status, &root, &scratch, req.limits.max_stderr_bytes);
+            conclude(req, results, status_lines, &status, sent.err())
         }
-    };
-    let _ = read_status(&stdout);
-    let _ = exec.finish();
-    Err(source_changed.unwrap_or_else(|| SyncError::SourceChanged("a source changed".into())))
+        Err(Sent::SourceChanged(e) | Sent::Fatal(e)) => {
+            // The program never sees its commit marker, so it cannot apply
+            // anything; stop it now (any transport) and sweep its scratch.
+            exec.abort();
+            drop(stdin);
+            drop(stdout);
+            if let Ok(status) = exec.finish() {
+                cleanup_if_killed(&status, &root, &scratch, req.limits.max_stderr_bytes);
+            }
+            Err(e)
+        }
+    }
 }
 
 enum Sent {

@@ -15,6 +15,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::errors::{from_core, from_status};
 use sandbox_sync_driver::extract::{receive_dir, receive_file};
 use sandbox_sync_driver::io::{self, GuardedInput};
+use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
@@ -31,7 +32,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             mappings.len()
         )));
     }
-    let mut script = OutboundScript::new(&root, req.limits.timeout_ms);
+    let scratch = sandbox_sync_driver::scratch::fresh();
+    let mut script = OutboundScript::new(&root, req.limits.timeout_ms, &scratch);
     for (i, op) in req.operations.iter().enumerate() {
         if !op.post_upload_commands.is_empty() {
             return Err(SyncError::InvalidRequest(format!(
@@ -78,6 +80,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         Ok(results) => {
             let status = exec.finish().map_err(SyncError::Transport)?;
             drop(stdin);
+            cleanup_if_killed(&status, &root, &scratch, req.limits.max_stderr_bytes);
             let op = req
                 .operations
                 .last()
@@ -94,6 +97,9 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             drop(input.into_inner());
             let status = exec.finish();
             drop(stdin);
+            if let Ok(status) = &status {
+                cleanup_if_killed(status, &root, &scratch, req.limits.max_stderr_bytes);
+            }
             let op = req
                 .operations
                 .get(current)

@@ -104,8 +104,9 @@ _ss_pin() {
   _ss_check "/proc/self/fd/$2"
   [ -d "/proc/self/fd/$2" ] || _ss_die 46 "$1 is not a directory"
 }
-_ss_S=$(mktemp -d "$_ss_root/.paperclip-upload-XXXXXXXXXX") || _ss_die 46 'cannot create the scratch dir'
-_ss_tag=${_ss_S##*/}
+_ss_S="$_ss_root/$_ss_scratch"
+mkdir -m 700 "$_ss_S" || _ss_die 46 'cannot create the scratch dir'
+_ss_tag=$_ss_scratch
 _ss_pending=
 _ss_watch=
 _ss_cp=
@@ -254,9 +255,27 @@ fn deadline(timeout_ms: u64) -> String {
     seconds(timeout_ms - (timeout_ms / 10).min(2000))
 }
 
-fn preamble(root: &str, timeout_ms: u64) -> Result<String, SyncError> {
+/// Checks a scratch name the component chose: the reserved prefix, then
+/// only `[a-z0-9.-]`, so it never needs quoting and never collides with a
+/// real target.
+fn check_scratch(name: &str) -> Result<(), SyncError> {
+    let ok = name.starts_with(crate::SCRATCH_PREFIX)
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(SyncError::invalid(format!("bad scratch name {name:?}")))
+    }
+}
+
+fn preamble(root: &str, timeout_ms: u64, scratch: &str) -> Result<String, SyncError> {
+    check_scratch(scratch)?;
     let mut s = String::with_capacity(LIBRARY.len() + 256);
     let _ = writeln!(s, "_ss_rootarg={}", sh_quote(root)?);
+    let _ = writeln!(s, "_ss_scratch={scratch}");
     let _ = writeln!(s, "_ss_deadline={}", deadline(timeout_ms));
     s.push_str(LIBRARY);
     Ok(s)
@@ -267,10 +286,22 @@ fn preamble(root: &str, timeout_ms: u64) -> Result<String, SyncError> {
 ///
 /// # Errors
 /// When `root` cannot be quoted (NUL).
-pub fn library(root: &str, timeout_ms: u64) -> Result<String, SyncError> {
-    let mut s = preamble(root, timeout_ms)?;
+pub fn library(root: &str, timeout_ms: u64, scratch: &str) -> Result<String, SyncError> {
+    let mut s = preamble(root, timeout_ms, scratch)?;
     s.push_str(INBOUND);
     s.push_str(OUTBOUND);
+    Ok(s)
+}
+
+/// A program that removes the scratch dir `stale` a killed program left
+/// behind (a SIGKILLed shell cannot run its trap). It uses its own scratch.
+///
+/// # Errors
+/// When a name is not a valid scratch name.
+pub fn cleanup(root: &str, stale: &str, scratch: &str) -> Result<String, SyncError> {
+    check_scratch(stale)?;
+    let mut s = preamble(root, 10_000, scratch)?;
+    let _ = writeln!(s, "rm -rf \"$_ss_root/{stale}\"");
     Ok(s)
 }
 
@@ -293,17 +324,20 @@ fn seconds(ms: u64) -> String {
 pub struct InboundScript {
     root: String,
     timeout_ms: u64,
+    scratch: String,
     preflight: String,
     ops: String,
 }
 
 impl InboundScript {
     /// Starts a program for remote dir `root` (normalized) that stops
-    /// itself shortly before `timeout_ms` (0: no deadline).
-    pub fn new(root: &str, timeout_ms: u64) -> Self {
+    /// itself shortly before `timeout_ms` (0: no deadline) and stages in
+    /// `<root>/<scratch>` (a fresh `.paperclip-upload-*` name).
+    pub fn new(root: &str, timeout_ms: u64, scratch: &str) -> Self {
         InboundScript {
             root: root.to_owned(),
             timeout_ms,
+            scratch: scratch.to_owned(),
             preflight: String::new(),
             ops: String::new(),
         }
@@ -412,7 +446,7 @@ impl InboundScript {
     /// # Errors
     /// When the root or token cannot be quoted.
     pub fn finish(self, archive_len: u64, token: &str) -> Result<String, SyncError> {
-        let mut s = preamble(&self.root, self.timeout_ms)?;
+        let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
         if archive_len > 0 {
@@ -436,6 +470,7 @@ impl InboundScript {
 pub struct OutboundScript {
     root: String,
     timeout_ms: u64,
+    scratch: String,
     body: String,
 }
 
@@ -457,11 +492,13 @@ pub enum Marker {
 
 impl OutboundScript {
     /// Starts a program for remote dir `root` (normalized) that stops
-    /// itself shortly before `timeout_ms` (0: no deadline).
-    pub fn new(root: &str, timeout_ms: u64) -> Self {
+    /// itself shortly before `timeout_ms` (0: no deadline) and stages in
+    /// `<root>/<scratch>` (a fresh `.paperclip-upload-*` name).
+    pub fn new(root: &str, timeout_ms: u64, scratch: &str) -> Self {
         OutboundScript {
             root: root.to_owned(),
             timeout_ms,
+            scratch: scratch.to_owned(),
             body: String::new(),
         }
     }
@@ -522,7 +559,7 @@ impl OutboundScript {
     /// When the root cannot be quoted.
     pub fn finish(mut self) -> Result<String, SyncError> {
         self.mark(&Marker::End);
-        let mut s = preamble(&self.root, self.timeout_ms)?;
+        let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(OUTBOUND);
         s.push_str(&self.body);
         Ok(s)
@@ -640,7 +677,7 @@ mod tests {
 
     #[test]
     fn every_path_is_quoted() {
-        let mut s = InboundScript::new("/w", 0);
+        let mut s = InboundScript::new("/w", 0, ".paperclip-upload-t");
         s.put_file("f0", "/w/a b", "x'y;touch /tmp/pwn", Some(0o600))
             .unwrap();
         let text = s.finish(1024, "tok").unwrap();
@@ -653,7 +690,7 @@ mod tests {
 
     #[test]
     fn nul_is_refused() {
-        let mut s = InboundScript::new("/w", 0);
+        let mut s = InboundScript::new("/w", 0, ".paperclip-upload-t");
         assert!(s.put_file("f0", "/w", "a\0b", None).is_err());
     }
 }

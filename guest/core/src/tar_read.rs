@@ -26,6 +26,8 @@ pub struct Limits {
 
 /// Longest name or link target accepted (PATH_MAX).
 pub const MAX_NAME: usize = 4096;
+/// Longest single path component accepted (NAME_MAX).
+pub const MAX_COMPONENT: usize = 255;
 /// Largest single GNU long-name or PAX record accepted.
 pub const MAX_RECORD: u64 = 1 << 20;
 
@@ -251,6 +253,12 @@ impl Parser {
         if !is_clean_relative(&name) {
             return Err(SyncError::unsafe_archive(format!(
                 "member name {name:?} is absolute, empty or contains . or .. components"
+            )));
+        }
+        if name.split('/').any(|c| c.len() > MAX_COMPONENT) {
+            return Err(SyncError::unsafe_archive(format!(
+                "member name {:?}… has a component longer than {MAX_COMPONENT} bytes",
+                name.chars().take(64).collect::<String>()
             )));
         }
         self.add_metadata(name.len() as u64)?;

@@ -25,6 +25,7 @@ pub mod errors;
 pub mod extract;
 pub mod io;
 pub mod plan;
+pub mod scratch;
 
 #[doc(hidden)]
 pub use wit_bindgen;

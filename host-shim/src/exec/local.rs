@@ -29,8 +29,15 @@ const TERM_GRACE: Duration = Duration::from_secs(2);
 const STDERR_GRACE: Duration = Duration::from_secs(2);
 
 /// Inside the new namespaces: mount `/proc` and `/dev/null`, then chroot.
-const ENTER_ROOT: &str = r#"r=$1; u=$2; shift 2
+const ENTER_ROOT: &str = r#"r=$1; u=$2; h=$3; shift 3
 mount -t proc proc "$r/proc" && mount --bind /dev/null "$r/dev/null" || exit 125
+if [ "$h" = 1 ]; then
+  for d in /bin /sbin /lib /lib32 /lib64 /usr/bin /usr/sbin /usr/lib /usr/lib64 /usr/libexec /usr/share; do
+    if [ -L "$d" ]; then [ -e "$r$d" ] || [ -L "$r$d" ] || ln -s "$(readlink "$d")" "$r$d" || exit 125
+    elif [ -d "$d" ]; then mkdir -p "$r$d" && mount --bind "$d" "$r$d" && mount -o remount,bind,ro "$r$d" || exit 125
+    fi
+  done
+fi
 if [ -n "$u" ]; then exec chroot --userspec="$u:$u" --groups="$u" "$r" "$@"; fi
 exec chroot "$r" "$@""#;
 
@@ -38,6 +45,7 @@ exec chroot "$r" "$@""#;
 #[derive(Debug, Clone, Default)]
 pub struct LocalBackend {
     root: Option<PathBuf>,
+    host_userland: bool,
     user: Option<u32>,
     exec_latency: Duration,
 }
@@ -54,8 +62,23 @@ impl LocalBackend {
     /// When `root` has no `/bin/sh` or its `/proc` and `/dev/null`
     /// mount points cannot be prepared.
     pub fn sandbox_root(root: impl AsRef<Path>) -> std::io::Result<Self> {
+        Self::prepare_root(root, false)
+    }
+
+    /// Like [`LocalBackend::sandbox_root`], but the host's userland
+    /// (`/bin`, `/lib*`, `/usr/{bin,sbin,lib,libexec,share}`) is bound
+    /// read-only into the root, so the sandbox runs GNU tools while its own
+    /// `/usr/local`, `/etc` and data stay its own.
+    ///
+    /// # Errors
+    /// When the mount points cannot be prepared.
+    pub fn sandbox_root_with_host_userland(root: impl AsRef<Path>) -> std::io::Result<Self> {
+        Self::prepare_root(root, true)
+    }
+
+    fn prepare_root(root: impl AsRef<Path>, host_userland: bool) -> std::io::Result<Self> {
         let root = std::fs::canonicalize(root.as_ref())?;
-        if !root.join("bin/sh").exists() {
+        if !host_userland && !root.join("bin/sh").exists() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 format!("sandbox root {} has no /bin/sh", root.display()),
@@ -69,6 +92,7 @@ impl LocalBackend {
         }
         Ok(LocalBackend {
             root: Some(root),
+            host_userland,
             ..Self::default()
         })
     }
@@ -104,7 +128,9 @@ impl LocalBackend {
                     "--mount",
                     "--pid",
                     "--fork",
-                    "--kill-child",
+                    // TERM (not KILL) to the namespace's init on teardown
+                    // lets the sync script run its cleanup trap.
+                    "--kill-child=TERM",
                     "--",
                     "/bin/sh",
                     "-c",
@@ -113,6 +139,7 @@ impl LocalBackend {
                 ])
                 .arg(root)
                 .arg(user.map(|u| u.to_string()).unwrap_or_default())
+                .arg(if self.host_userland { "1" } else { "0" })
                 .arg(program)
                 .args(args);
                 c
