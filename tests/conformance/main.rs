@@ -11,5 +11,6 @@ mod differential; // tar-stream vs base64 fallback on random trees
 mod failures;
 mod hostile; // every attack class from security-anchors.md from a compromised tar
 mod kube_faults; // faults injected by the Kubernetes exec protocol server // bad input, faults and fail-loud behaviour
+mod races; // a racer swaps directories for escaping symlinks during syncs
 mod sync_in; // inbound files and directories (3-5, 9)
 mod sync_out; // outbound files and directories (10, 11, 13, 15)

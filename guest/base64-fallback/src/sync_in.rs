@@ -116,7 +116,7 @@ impl Ctx<'_> {
         let (parent, base) = split_parent(target);
         let tmp = format!("{SCRATCH_PREFIX}-{}", random_hex(8));
         let (p, t) = (q(parent)?, q(&tmp)?);
-        self.exec(&format!("_ss_confine_ancestor {}\n_ss_confine_ancestor {p}\nmkdir -p {p} || _ss_die 46 \"cannot create {parent}\"\n_ss_pin {p} 8\n(umask 077; : > /proc/self/fd/8/{t}) || _ss_die 46 'cannot create the temp file'\n", q(confined)?), b"")?;
+        self.exec(&format!("_ss_confine_ancestor {}\n_ss_confine_ancestor {p}\n_ss_mkdirs {p}\n(umask 077; : > /proc/self/fd/8/{t}) || _ss_die 46 'cannot create the temp file'\n", q(confined)?), b"")?;
         let staged = (|| {
             while let Some(chunk) = next_chunk()? {
                 let b64 = STANDARD.encode(&chunk);

@@ -104,6 +104,25 @@ _ss_pin() {
   _ss_check "/proc/self/fd/$2"
   [ -d "/proc/self/fd/$2" ] || _ss_die 46 "$1 is not a directory"
 }
+# Creates the directory $1 (lexically under the remote dir) one component
+# at a time through pinned fds, never by path: a directory swapped for a
+# symlink mid-walk can only ever be followed into a place that is re-checked
+# (through /proc/self/fd) before anything is created in it. Leaves fd 8 on $1.
+_ss_mkdirs() {
+  _ss_pin "$_ss_root" 8
+  case "$1" in "$_ss_rootarg") return 0 ;; "$_ss_rootarg"/*) ;; *) _ss_die 42 "ESCAPE: $1 is not under the remote dir" ;; esac
+  _ss_rel=${1#"$_ss_rootarg"/}
+  _ss_ifs=$IFS; IFS=/; set -f
+  for _ss_c in $_ss_rel; do
+    IFS=$_ss_ifs
+    [ -e "/proc/self/fd/8/$_ss_c" ] || [ -L "/proc/self/fd/8/$_ss_c" ] || mkdir "/proc/self/fd/8/$_ss_c" 2>/dev/null
+    exec 7<"/proc/self/fd/8/$_ss_c" || _ss_die 46 "cannot open $_ss_c in $1"
+    _ss_check /proc/self/fd/7
+    [ -d /proc/self/fd/7 ] || _ss_die 46 "$_ss_c in $1 is not a directory"
+    exec 8<&7 7<&-
+  done
+  IFS=$_ss_ifs; set +f
+}
 _ss_S="$_ss_root/$_ss_scratch"
 mkdir -m 700 "$_ss_S" || _ss_die 46 'cannot create the scratch dir'
 _ss_tag=$_ss_scratch
@@ -129,8 +148,7 @@ _ss_pin "$_ss_S" 9
 
 const INBOUND: &str = r#"_ss_mkparent() {
   _ss_confine_ancestor "$1"
-  mkdir -p "$1" || _ss_die 46 "cannot create $1"
-  _ss_pin "$1" 8
+  _ss_mkdirs "$1"
 }
 _ss_file() {
   _ss_mkparent "$2"
