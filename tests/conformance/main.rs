@@ -9,6 +9,7 @@ mod commands; // post-upload commands (seed tests 16-21)
 mod confinement; // path confinement in both directions (1, 2, 6-8, 12, 14, 19, 20)
 mod differential; // tar-stream vs base64 fallback on random trees
 mod failures;
+mod faults; // cut streams, killed sandbox programs, a full host disk
 mod hostile; // every attack class from security-anchors.md from a compromised tar
 mod kube_faults; // faults injected by the Kubernetes exec protocol server // bad input, faults and fail-loud behaviour
 mod races; // a racer swaps directories for escaping symlinks during syncs

@@ -38,8 +38,10 @@ if [ "$h" = 1 ]; then
     fi
   done
 fi
-if [ -n "$u" ]; then exec chroot --userspec="$u:$u" --groups="$u" "$r" "$@"; fi
-exec chroot "$r" "$@""#;
+# Not exec: this shell stays the namespace's init and reports a signal
+# death of the program as 128+N (util-linux unshare cannot re-raise it).
+if [ -n "$u" ]; then chroot --userspec="$u:$u" --groups="$u" "$r" "$@"; exit $?; fi
+chroot "$r" "$@"; exit $?"#;
 
 /// Runs sandbox commands as local processes.
 #[derive(Debug, Clone, Default)]

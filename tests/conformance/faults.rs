@@ -1,0 +1,252 @@
+//! Faults: the exec stream cut at random offsets, the sandbox program
+//! killed mid-transfer, the host disk full. Each fails loud and leaves no
+//! truncated target and no scratch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandbox_sync_host::exec::scripted::ScriptedBackend;
+use sandbox_sync_tests::hostile;
+use sandbox_sync_tests::*;
+
+fn mark(t: &str) -> Vec<u8> {
+    format!("{:<511}\n", format!("SANDBOX-SYNC {t}")).into_bytes()
+}
+
+/// A valid framed stream: one file mapping, one directory mapping.
+fn framed() -> Vec<u8> {
+    let mut v = mark("map 0 0");
+    v.extend(hostile::end(hostile::file(b"f", &[7u8; 3000])));
+    v.extend(mark("map 0 1"));
+    v.extend(hostile::end(
+        [
+            hostile::dir(b"d", 0o755),
+            hostile::file(b"d/a", &[1u8; 5000]),
+            hostile::symlink(b"l", b"d/a"),
+        ]
+        .concat(),
+    ));
+    v.extend(mark("op 0"));
+    v.extend(mark("end"));
+    v
+}
+
+#[test]
+fn stream_cut_at_random_offsets() {
+    let full = framed();
+    let dir_frame_end = full.len() - 2 * 512;
+    let tar_stream = block_on(Runtime::embedded()).unwrap();
+    let mut rng = 0x1234_5678_9abc_def1u64;
+    let mut offsets: Vec<usize> = (0..60)
+        .map(|_| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            (rng % full.len() as u64) as usize
+        })
+        .collect();
+    offsets.extend([0, 511, 512, 1024, full.len() - 1]);
+    for cut in offsets {
+        let tmp = tempfile::tempdir().unwrap();
+        let (f, d) = (tmp.path().join("t/f"), tmp.path().join("t/d"));
+        let ops = [op("o", vec![file_out("/ws/f", &f), dir_out("/ws/d", &d)])];
+        let backend = Arc::new(ScriptedBackend::new(full[..cut].to_vec(), 0));
+        let err =
+            block_on(tar_stream.sync_out(&ops, &SyncOptions::new("/ws"), backend)).unwrap_err();
+        assert!(
+            matches!(
+                err.error.kind,
+                ErrorKind::UnsafeArchive | ErrorKind::Transport
+            ),
+            "cut {cut}: {}",
+            err.error
+        );
+        // A file lands whole or not at all; nothing else is left behind.
+        if f.exists() {
+            assert_eq!(
+                std::fs::read(&f).unwrap(),
+                vec![7u8; 3000],
+                "cut {cut}: truncated file"
+            );
+        }
+        let mut stray = Vec::new();
+        walk(tmp.path(), &mut |p| {
+            if p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".paperclip-upload"))
+            {
+                stray.push(p.to_path_buf());
+            }
+        });
+        assert!(stray.is_empty(), "cut {cut}: {stray:?}");
+        // The directory mapping may land only once its whole frame arrived.
+        if cut < dir_frame_end {
+            assert!(
+                !d.join("d/a").exists(),
+                "cut {cut}: a directory was promoted from a cut frame"
+            );
+        } else if d.join("d/a").exists() {
+            assert_eq!(
+                std::fs::read(d.join("d/a")).unwrap(),
+                vec![1u8; 5000],
+                "cut {cut}"
+            );
+        }
+    }
+    // The uncut stream is accepted, so the cuts are what failed.
+    let tmp = tempfile::tempdir().unwrap();
+    let ops = [op(
+        "o",
+        vec![
+            file_out("/ws/f", tmp.path().join("f")),
+            dir_out("/ws/d", tmp.path().join("d")),
+        ],
+    )];
+    block_on(tar_stream.sync_out(
+        &ops,
+        &SyncOptions::new("/ws"),
+        Arc::new(ScriptedBackend::new(full, 0)),
+    ))
+    .expect("uncut");
+}
+
+/// Kills the sandbox program (SIGKILL: no trap runs) once its extraction
+/// is under way.
+fn killed_mid_transfer(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.host.join("big.bin");
+    std::fs::File::create(&src)
+        .unwrap()
+        .set_len(512 << 20)
+        .unwrap();
+    sb.write_remote("big.bin", b"previous");
+    let remote = sb.remote_on_host("");
+    let killer = std::thread::spawn(move || {
+        for _ in 0..1000 {
+            std::thread::sleep(Duration::from_millis(5));
+            // Extraction is under way once the staged file exists in the scratch dir.
+            let Some(staging) = std::fs::read_dir(&remote)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(".paperclip-upload"))
+                        && p.join("f0").exists()
+                })
+            else {
+                continue;
+            };
+            // SIGKILL this sync's program (its processes hold the scratch dir
+            // as fd 9), so no trap can run. Other tests' programs are left alone.
+            let mut killed = false;
+            for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+                if std::fs::read_link(entry.path().join("fd/9")).is_ok_and(|t| t == staging) {
+                    let pid = entry.file_name().to_string_lossy().into_owned();
+                    killed |= std::process::Command::new("kill")
+                        .args(["-KILL", &pid])
+                        .status()
+                        .is_ok_and(|s| s.success());
+                }
+            }
+            return killed;
+        }
+        false
+    });
+    let err = sb
+        .sync_in(&[op("o", vec![file(&src, sb.remote("big.bin"))])])
+        .unwrap_err();
+    assert!(killer.join().unwrap(), "the extraction was never seen");
+    assert!(
+        matches!(
+            err.error.kind,
+            ErrorKind::Transport | ErrorKind::CommandFailed
+        ),
+        "{}",
+        err.error
+    );
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("big.bin")).unwrap(),
+        b"previous",
+        "target untouched"
+    );
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+/// The host's target filesystem fills up: an io error, no partial target,
+/// no temp or staging left.
+fn host_disk_full(u: Env) {
+    let sb = Sandbox::new(u);
+    sb.write_remote("big.bin", &vec![5u8; 3 << 20]);
+    sb.write_remote("tree/big.bin", &vec![6u8; 3 << 20]);
+    let mnt = sb.host.join("small");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mounting a small tmpfs needs root");
+    std::fs::write(mnt.join("old.txt"), b"keep me").unwrap();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let err = sb
+            .sync_out(&[op(
+                "o",
+                vec![file_out(sb.remote("big.bin"), mnt.join("big.bin"))],
+            )])
+            .unwrap_err();
+        assert_eq!(err.error.kind, ErrorKind::Io, "{}", err.error);
+        assert!(err.error.message.contains("space"), "{}", err.error);
+        let err = sb
+            .sync_out(&[op("o", vec![dir_out(sb.remote("tree"), &mnt)])])
+            .unwrap_err();
+        assert_eq!(err.error.kind, ErrorKind::Io, "{}", err.error);
+        let left: Vec<_> = std::fs::read_dir(&mnt)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .collect();
+        assert_eq!(
+            left,
+            vec![std::ffi::OsString::from("old.txt")],
+            "only the previous content remains"
+        );
+        assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+    }));
+    let _ = std::process::Command::new("umount").arg(&mnt).status();
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+mod gnu {
+    use sandbox_sync_tests::{Env, Transport, Userland};
+    const ENV: Env = Env {
+        userland: Userland::Gnu,
+        transport: Transport::Local,
+    };
+    #[test]
+    fn killed_mid_transfer() {
+        super::killed_mid_transfer(ENV)
+    }
+    #[test]
+    fn host_disk_full() {
+        super::host_disk_full(ENV)
+    }
+}
+
+mod busybox {
+    use sandbox_sync_tests::{Env, Transport, Userland};
+    const ENV: Env = Env {
+        userland: Userland::BusyBox,
+        transport: Transport::Local,
+    };
+    #[test]
+    fn killed_mid_transfer() {
+        super::killed_mid_transfer(ENV)
+    }
+    #[test]
+    fn host_disk_full() {
+        super::host_disk_full(ENV)
+    }
+}
