@@ -54,6 +54,15 @@ struct SyncArgs {
     /// Outbound byte guard: most bytes the sandbox may send.
     #[arg(long, default_value_t = 8 << 30)]
     max_output_bytes: u64,
+    /// Most archive entries accepted from the sandbox.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_entries: u64,
+    /// Most bytes of names, link targets and extension records accepted.
+    #[arg(long, default_value_t = 256 << 20)]
+    max_metadata_bytes: u64,
+    /// Most stderr bytes kept from the sandbox (more fails the sync).
+    #[arg(long, default_value_t = 1 << 20)]
+    max_stderr_bytes: u64,
 }
 
 /// Which exec backend.
@@ -215,6 +224,9 @@ async fn sync(inbound: bool, args: SyncArgs) -> ExitCode {
     let mut opts = SyncOptions::new(args.remote_dir);
     opts.timeout = Duration::from_millis(args.timeout_ms);
     opts.max_output_bytes = args.max_output_bytes;
+    opts.max_entries = args.max_entries;
+    opts.max_metadata_bytes = args.max_metadata_bytes;
+    opts.max_stderr_bytes = args.max_stderr_bytes;
     let result = if inbound {
         runtime.sync_in(&ops, &opts, backend).await
     } else {

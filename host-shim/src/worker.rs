@@ -299,9 +299,11 @@ impl Worker {
         {
             opts.timeout = Duration::from_secs(s);
         }
-        if let Some(n) = params.config.get("maxOutputBytes").and_then(Value::as_u64) {
-            opts.max_output_bytes = n;
-        }
+        let limit = |k: &str| params.config.get(k).and_then(Value::as_u64);
+        opts.max_output_bytes = limit("maxOutputBytes").unwrap_or(opts.max_output_bytes);
+        opts.max_entries = limit("maxEntries").unwrap_or(opts.max_entries);
+        opts.max_metadata_bytes = limit("maxMetadataBytes").unwrap_or(opts.max_metadata_bytes);
+        opts.max_stderr_bytes = limit("maxStderrBytes").unwrap_or(opts.max_stderr_bytes);
         let result = if inbound {
             runtime.sync_in(&params.operations, &opts, backend).await
         } else {
