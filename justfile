@@ -15,6 +15,28 @@ demo:
 test: lint
     cargo test --locked
     SANDBOX_SYNC_PROVIDER=fallback cargo test --locked -p sandbox-sync-tests --test conformance
+    just fuzz-smoke
+
+# Short fuzz runs of every target (part of `test`, as CI's smoke run).
+fuzz-smoke: (fuzz "15")
+
+# Fuzz every target for SECONDS each (coverage-guided for the native targets;
+# the component target drives the real component through the shim).
+fuzz seconds="600":
+    cargo run -q --locked -p sandbox-sync-tests --example fuzz-corpus -- fuzz/corpus
+    cd fuzz && cargo fuzz build -s none --release
+    for t in tar_stream component_sync_out script_quote; do \
+      (cd fuzz && cargo fuzz run -s none --release $t corpus/$t -- -max_total_time={{seconds}} -rss_limit_mb=4096 -timeout=30 2>&1 | grep -E "^Done|^#[0-9]+ *DONE|ERROR|panicked" ); \
+    done
+
+# Race tests with many more iterations than CI runs.
+race iterations="5000":
+    RACE_ITERATIONS={{iterations}} cargo test --locked -p sandbox-sync-tests --test conformance races -- --nocapture
+
+# Regenerate BENCHMARKS.md and benchmarks.svg (release build; several minutes).
+bench *args:
+    cargo build --release --locked -p sandbox-sync-host -p sandbox-sync-tests
+    target/release/sandbox-sync-bench --bin target/release/sandbox-sync {{args}}
 
 # Formatting and clippy (host crates and, via the build script, the guest).
 lint:

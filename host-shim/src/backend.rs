@@ -7,7 +7,6 @@ use std::time::Duration;
 use anyhow::{bail, Context as _};
 use serde_json::{Map, Value};
 
-use crate::exec::kube::KubeBackend;
 use crate::exec::local::LocalBackend;
 use crate::exec::ExecBackend;
 
@@ -25,8 +24,8 @@ pub enum BackendConfig {
     },
     /// A Kubernetes pod.
     Kube {
-        /// Namespace.
-        namespace: String,
+        /// Namespace (the kubeconfig context's when absent).
+        namespace: Option<String>,
         /// Pod name.
         pod: String,
         /// Container (the pod's first when absent).
@@ -64,7 +63,11 @@ impl BackendConfig {
                 exec_latency: Duration::ZERO,
             }),
             "kube" => Ok(BackendConfig::Kube {
-                namespace: s(config, "namespace").or_else(|| s(meta, "namespace")).context("kube backend needs config.namespace or lease.metadata.namespace")?,
+                namespace: Some(
+                    s(config, "namespace")
+                        .or_else(|| s(meta, "namespace"))
+                        .context("kube backend needs config.namespace or lease.metadata.namespace")?,
+                ),
                 pod: s(config, "pod")
                     .or_else(|| s(meta, "podName"))
                     .or_else(|| s(meta, "pod"))
@@ -99,6 +102,7 @@ impl BackendConfig {
                 }
                 Ok(Arc::new(b.exec_latency(*exec_latency)))
             }
+            #[cfg(feature = "kube")]
             BackendConfig::Kube {
                 namespace,
                 pod,
@@ -106,16 +110,25 @@ impl BackendConfig {
                 kubeconfig,
                 context,
             } => {
-                let b = KubeBackend::from_config(
+                let b = crate::exec::kube::KubeBackend::from_config(
                     kubeconfig.clone(),
                     context.clone(),
-                    Some(namespace.clone()),
+                    namespace.clone(),
                     pod.clone(),
                     container.clone(),
                 )
                 .await
-                .with_context(|| format!("kube backend for pod {namespace}/{pod}"))?;
+                .with_context(|| {
+                    format!(
+                        "kube backend for pod {}/{pod}",
+                        namespace.as_deref().unwrap_or("(context namespace)")
+                    )
+                })?;
                 Ok(Arc::new(b))
+            }
+            #[cfg(not(feature = "kube"))]
+            BackendConfig::Kube { .. } => {
+                bail!("this build has no kube backend (feature \"kube\")")
             }
         }
     }

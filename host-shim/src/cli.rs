@@ -123,16 +123,13 @@ impl BackendArgs {
                 if self.sandbox_root.is_some() || self.sandbox_user.is_some() {
                     anyhow::bail!("--sandbox-root and --sandbox-user apply to --backend local");
                 }
-                let pod = self.pod.clone().context("--backend kube needs --pod")?;
-                let b = sandbox_sync_host::exec::kube::KubeBackend::from_config(
-                    self.kubeconfig.clone(),
-                    self.context.clone(),
-                    self.namespace.clone(),
-                    pod,
-                    self.container.clone(),
-                )
-                .await?;
-                return Ok(Arc::new(b));
+                BackendConfig::Kube {
+                    namespace: self.namespace.clone(),
+                    pod: self.pod.clone().context("--backend kube needs --pod")?,
+                    container: self.container.clone(),
+                    kubeconfig: self.kubeconfig.clone(),
+                    context: self.context.clone(),
+                }
             }
         };
         config.build().await

@@ -153,6 +153,23 @@ impl Runtime {
         })
     }
 
+    /// Mean time to create a fresh store and instance over `n` tries (what
+    /// every sync call pays before the component runs).
+    ///
+    /// # Errors
+    /// When instantiation fails.
+    pub async fn measure_instantiation(&self, n: u32) -> wasmtime::Result<std::time::Duration> {
+        let backend: Arc<dyn crate::exec::ExecBackend> =
+            Arc::new(crate::exec::scripted::ScriptedBackend::new(Vec::new(), 0));
+        let start = std::time::Instant::now();
+        for _ in 0..n {
+            let _ = self
+                .instantiate(ShimState::new(Arc::clone(&backend)))
+                .await?;
+        }
+        Ok(start.elapsed() / n.max(1))
+    }
+
     /// A fresh store and instance for one call (microseconds with `InstancePre`).
     pub(crate) async fn instantiate(
         &self,

@@ -206,13 +206,37 @@ fn limits_are_configurable_on_the_cli() {
         std::fs::write(remote.join(format!("many/f{i}")), "x").unwrap();
     }
     let ops = serde_json::json!([{"operationId": "o", "files": [{"sourcePath": remote.join("many"), "targetPath": tmp.path().join("back"), "kind": "directory"}]}]);
-    let args = ["sync-out", "--remote-dir", remote.to_str().unwrap(), "--ops", "-"];
-    let out = run(&[&args[..], &["--max-entries", "5"]].concat(), &ops.to_string());
+    let args = [
+        "sync-out",
+        "--remote-dir",
+        remote.to_str().unwrap(),
+        "--ops",
+        "-",
+    ];
+    let out = run(
+        &[&args[..], &["--max-entries", "5"]].concat(),
+        &ops.to_string(),
+    );
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("error[limit-exceeded]"), "{}", String::from_utf8_lossy(&out.stderr));
-    let out = run(&[&args[..], &["--max-output-bytes", "4096"]].concat(), &ops.to_string());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).starts_with("error[limit-exceeded]"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = run(
+        &[&args[..], &["--max-output-bytes", "4096"]].concat(),
+        &ops.to_string(),
+    );
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("error[limit-exceeded]"));
     let out = run(&args, &ops.to_string());
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(std::fs::read_dir(tmp.path().join("back")).unwrap().count(), 20);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("back")).unwrap().count(),
+        20
+    );
 }

@@ -1,0 +1,128 @@
+//! The real component through the real shim: fuzzer bytes become the
+//! sandbox's stdout for a sync-out of one directory mapping into a
+//! throw-away target. Oracle: a typed result (never a trap), nothing
+//! outside the target, no special file or set-id bit, every symlink
+//! resolving inside the target, bounded time.
+#![no_main]
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use libfuzzer_sys::fuzz_target;
+use sandbox_sync_host::exec::scripted::ScriptedBackend;
+use sandbox_sync_host::{ErrorKind, FileMapping, MappingKind, Runtime, SyncOperation, SyncOptions};
+
+fn rt() -> &'static (tokio::runtime::Runtime, Runtime) {
+    static RT: OnceLock<(tokio::runtime::Runtime, Runtime)> = OnceLock::new();
+    RT.get_or_init(|| {
+        let tokio = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let runtime = tokio.block_on(Runtime::embedded()).unwrap();
+        (tokio, runtime)
+    })
+}
+
+fn check_tree(root: &Path, dir: &Path) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = entry.path();
+        let meta = std::fs::symlink_metadata(&p).unwrap();
+        assert_eq!(
+            meta.mode() & 0o7000,
+            0,
+            "special mode bits on {}",
+            p.display()
+        );
+        let ft = meta.file_type();
+        if ft.is_symlink() {
+            let target = std::fs::read_link(&p).unwrap();
+            assert!(target.is_relative(), "absolute symlink {}", p.display());
+            let mut depth: isize = p
+                .parent()
+                .unwrap()
+                .strip_prefix(root)
+                .unwrap()
+                .components()
+                .count() as isize;
+            for c in target.components() {
+                match c {
+                    Component::ParentDir => depth -= 1,
+                    Component::Normal(_) => depth += 1,
+                    _ => {}
+                }
+                assert!(depth >= 0, "symlink {} escapes the target", p.display());
+            }
+        } else if ft.is_dir() {
+            check_tree(root, &p);
+        } else {
+            assert!(ft.is_file(), "special file {}", p.display());
+        }
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let (tokio, runtime) = rt();
+    let tmp = tempfile::tempdir().unwrap();
+    let target: PathBuf = tmp.path().join("target");
+    let mut stdout = format!("{:<511}\n", "SANDBOX-SYNC map 0 0").into_bytes();
+    stdout.extend_from_slice(data);
+    let ops = [SyncOperation {
+        operation_id: "fuzz".into(),
+        files: vec![FileMapping {
+            source_path: "/ws/src".into(),
+            target_path: target.display().to_string(),
+            kind: MappingKind::Directory,
+            mode: None,
+            exclude: None,
+            follow_symlinks: None,
+        }],
+        post_upload_commands: None,
+    }];
+    let mut opts = SyncOptions::new("/ws");
+    opts.timeout = Duration::from_secs(5);
+    opts.max_output_bytes = 64 << 20;
+    opts.max_entries = 10_000;
+    opts.max_metadata_bytes = 4 << 20;
+    let started = Instant::now();
+    let result =
+        tokio.block_on(runtime.sync_out(&ops, &opts, Arc::new(ScriptedBackend::new(stdout, 0))));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    if let Err(f) = &result {
+        assert!(
+            !f.error.message.contains("trapped"),
+            "the component trapped: {}",
+            f.error
+        );
+        assert!(
+            matches!(
+                f.error.kind,
+                ErrorKind::UnsafeArchive
+                    | ErrorKind::LimitExceeded
+                    | ErrorKind::Transport
+                    | ErrorKind::Io
+            ),
+            "unexpected error kind: {}",
+            f.error
+        );
+    }
+    // Nothing but the target in the throw-away dir, and a clean tree in it.
+    let names: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        names,
+        vec![std::ffi::OsString::from("target")],
+        "wrote outside the target"
+    );
+    check_tree(&target, &target);
+});

@@ -1,0 +1,50 @@
+//! Writes the hostile fixtures as seed corpora for the fuzz targets:
+//! `cargo run -p sandbox-sync-tests --example fuzz-corpus -- fuzz/corpus`.
+
+use sandbox_sync_tests::hostile;
+
+fn main() -> anyhow::Result<()> {
+    let out = std::path::PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "fuzz/corpus".into()),
+    );
+    let mark = |t: &str| format!("{:<511}\n", format!("SANDBOX-SYNC {t}")).into_bytes();
+    for target in ["tar_stream", "component_sync_out", "script_quote"] {
+        std::fs::create_dir_all(out.join(target))?;
+    }
+    let mut fixtures = hostile::corpus();
+    fixtures.push((
+        "benign",
+        hostile::end(
+            [
+                hostile::dir(b"d", 0o755),
+                hostile::file(b"d/ok", b"fine"),
+                hostile::symlink(b"l", b"d/ok"),
+            ]
+            .concat(),
+        ),
+    ));
+    for (name, bytes) in fixtures {
+        // The oversized floods make slow seeds; the fuzzer finds limits anyway.
+        if bytes.len() > 1 << 20 {
+            continue;
+        }
+        std::fs::write(out.join("tar_stream").join(name), &bytes)?;
+        // The component target prefixes the first frame marker itself.
+        let mut framed = bytes.clone();
+        framed.extend(mark("op 0"));
+        framed.extend(mark("end"));
+        std::fs::write(out.join("component_sync_out").join(name), framed)?;
+    }
+    for (i, s) in [
+        "a b", "it's", "$(id)", "`id`", "-rf", "{a,b}", "a\nb", "a\u{a0}b", " lead", "\\", "\"",
+        "'\"'\"'",
+    ]
+    .iter()
+    .enumerate()
+    {
+        std::fs::write(out.join("script_quote").join(format!("q{i}")), s)?;
+    }
+    Ok(())
+}
