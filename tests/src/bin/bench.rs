@@ -276,6 +276,9 @@ fn measure(mut cmd: Command) -> Result<(Duration, u64, String)> {
     Ok((wall, peak, err))
 }
 
+/// One contender's run on one workload.
+type Runner<'a> = Box<dyn Fn() -> Result<Sample> + 'a>;
+
 #[derive(Clone)]
 struct Sample {
     wall: Duration,
@@ -476,7 +479,7 @@ fn main() -> Result<()> {
     let mut rows: Vec<Row> = Vec::new();
     for w in &workloads {
         for &latency in &a.latencies {
-            let mut contenders: Vec<(&str, Box<dyn Fn() -> Result<Sample>>)> = vec![
+            let mut contenders: Vec<(&str, Runner<'_>)> = vec![
                 (
                     "tar-stream",
                     Box::new(|| run_component(&a, w, latency, false)),
