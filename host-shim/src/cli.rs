@@ -33,6 +33,10 @@ enum Cmd {
     Demo,
     /// Serve the plugin worker protocol (JSON-RPC 2.0, NDJSON on stdin/stdout).
     Serve,
+    /// Copy a file or directory to or from a sandbox, `kubectl cp` style.
+    Cp(crate::cp::CpArgs),
+    /// Probe a sandbox (one exec) and report what sandbox-sync can use.
+    Doctor(DoctorArgs),
 }
 
 #[derive(Debug, Args)]
@@ -63,6 +67,18 @@ struct SyncArgs {
     /// Most stderr bytes kept from the sandbox (more fails the sync).
     #[arg(long, default_value_t = 1 << 20)]
     max_stderr_bytes: u64,
+}
+
+#[derive(Debug, Args)]
+struct DoctorArgs {
+    /// The remote dir to check for writability.
+    #[arg(long)]
+    remote_dir: String,
+    #[command(flatten)]
+    backend: BackendArgs,
+    /// Print the findings as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Which exec backend.
@@ -172,6 +188,8 @@ pub fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+        Cmd::Cp(args) => rt.block_on(crate::cp::run(args)),
+        Cmd::Doctor(args) => rt.block_on(doctor(args)),
         Cmd::Demo => match rt.block_on(crate::demo::run()) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -179,6 +197,34 @@ pub fn main() -> ExitCode {
                 ExitCode::from(1)
             }
         },
+    }
+}
+
+async fn doctor(args: DoctorArgs) -> ExitCode {
+    let backend = match args.backend.backend().await {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error[invalid-request]: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    match sandbox_sync_host::doctor::probe(backend.as_ref(), &args.remote_dir).await {
+        Ok(report) => {
+            if args.json {
+                println!("{}", serde_json::json!(report));
+            } else {
+                print!("{}", report.render(&args.remote_dir));
+            }
+            if report.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            eprintln!("error[transport]: {e:#}");
+            ExitCode::from(1)
+        }
     }
 }
 

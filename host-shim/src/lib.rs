@@ -20,6 +20,8 @@
 
 pub mod backend;
 mod bindings;
+pub mod cpspec;
+pub mod doctor;
 pub mod error;
 pub mod exec;
 pub mod fs;

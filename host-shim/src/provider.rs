@@ -151,8 +151,38 @@ impl Runtime {
                 Direction::Out => sync.call_sync_out(&mut store, &req, &handles).await,
             }
         };
-        let result = tokio::time::timeout(opts.timeout + HOST_GRACE, call).await;
+        let direction = match dir {
+            Direction::In => "in",
+            Direction::Out => "out",
+        };
+        // Attribute names follow the seeds' startup telemetry.
+        let span = tracing::info_span!(
+            "sandbox_sync.sync",
+            paperclip.sandbox.startup.provider = %self.info().name,
+            paperclip.sandbox.startup.direction = direction,
+            paperclip.sandbox.startup.operations = ops.len(),
+            paperclip.sandbox.startup.guard_bytes = opts.max_output_bytes,
+        );
+        let started = std::time::Instant::now();
+        let result = tracing::Instrument::instrument(
+            tokio::time::timeout(opts.timeout + HOST_GRACE, call),
+            span.clone(),
+        )
+        .await;
         let execs = store.data().exec_count();
+        let outcome_bytes: u64 = match &result {
+            Ok(Ok(Ok(r))) => r.iter().map(|o| o.bytes_transferred).sum(),
+            _ => 0,
+        };
+        span.in_scope(|| {
+            tracing::info!(
+                paperclip.sandbox.startup.wall_ms = started.elapsed().as_millis() as u64,
+                paperclip.sandbox.startup.exec_count = execs,
+                paperclip.sandbox.startup.bytes = outcome_bytes,
+                paperclip.sandbox.startup.ok = matches!(result, Ok(Ok(Ok(_)))),
+                "sync finished"
+            )
+        });
         let failed = |error: SyncError| Failed { error, execs };
         match result {
             Err(_) => Err(failed(SyncError::new(

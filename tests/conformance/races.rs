@@ -14,8 +14,18 @@ fn iterations() -> usize {
         .unwrap_or(200)
 }
 
+/// Stops the racer however the test ends (a leaked racer spins forever).
+struct Racer(std::process::Child);
+
+impl Drop for Racer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts the racer as a sandbox process (same chroot and uid as syncs).
-fn racer(sb: &Sandbox, dir: &str, outside: &str) -> std::process::Child {
+fn racer(sb: &Sandbox, dir: &str, outside: &str) -> Racer {
     let local = match sb.userland {
         Userland::Gnu => LocalBackend::host(),
         Userland::BusyBox => LocalBackend::sandbox_root(sb.on_host("/"))
@@ -33,12 +43,11 @@ fn racer(sb: &Sandbox, dir: &str, outside: &str) -> std::process::Child {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    cmd.spawn().unwrap()
+    Racer(cmd.spawn().unwrap())
 }
 
-fn stop(mut child: std::process::Child) {
-    let _ = child.kill();
-    let _ = child.wait();
+fn stop(r: Racer) {
+    drop(r);
 }
 
 fn racing_sync_in(u: Env) {

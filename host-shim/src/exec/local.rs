@@ -38,10 +38,15 @@ if [ "$h" = 1 ]; then
     fi
   done
 fi
-# Not exec: this shell stays the namespace's init and reports a signal
-# death of the program as 128+N (util-linux unshare cannot re-raise it).
-if [ -n "$u" ]; then chroot --userspec="$u:$u" --groups="$u" "$r" "$@"; exit $?; fi
-chroot "$r" "$@"; exit $?"#;
+# Not exec: this shell stays the namespace's init, forwards TERM/HUP/INT to
+# the program (an init only receives signals it handles), and reports a
+# signal death of the program as 128+N (util-linux unshare cannot re-raise it).
+if [ -n "$u" ]; then chroot --userspec="$u:$u" --groups="$u" "$r" "$@" 0<&0 &
+else chroot "$r" "$@" 0<&0 &
+fi
+c=$!
+trap 'kill -TERM "$c" 2>/dev/null' TERM HUP INT
+while :; do wait "$c"; rc=$?; kill -0 "$c" 2>/dev/null || exit "$rc"; done"#;
 
 /// Runs sandbox commands as local processes.
 #[derive(Debug, Clone, Default)]

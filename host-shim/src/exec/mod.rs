@@ -5,6 +5,7 @@
 //! cap, a deadline enforced) or aborts. The shim wraps the streams as
 //! `wasi:io` streams for the component.
 
+pub mod counting;
 #[cfg(feature = "kube")]
 pub mod kube;
 pub mod local;

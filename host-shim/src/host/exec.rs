@@ -28,10 +28,10 @@ impl Host for ShimState {
         options: ExecOptions,
     ) -> wasmtime::Result<Result<Resource<Execution>, String>> {
         self.execs.fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(
+        tracing::info!(
             backend = self.backend.name(),
-            argv_len = argv.len(),
-            "sandbox exec"
+            timeout_ms = options.timeout_ms,
+            "sandbox exec started"
         );
         let req = ExecRequest {
             argv,
