@@ -41,9 +41,12 @@ fi
 # Not exec: this shell stays the namespace's init, forwards TERM/HUP/INT to
 # the program (an init only receives signals it handles), and reports a
 # signal death of the program as 128+N (util-linux unshare cannot re-raise it).
-if [ -n "$u" ]; then chroot --userspec="$u:$u" --groups="$u" "$r" "$@" 0<&0 &
-else chroot "$r" "$@" 0<&0 &
+# A background job's stdin is /dev/null unless redirected: keep ours on fd 3.
+exec 3<&0
+if [ -n "$u" ]; then chroot --userspec="$u:$u" --groups="$u" "$r" "$@" 0<&3 3<&- &
+else chroot "$r" "$@" 0<&3 3<&- &
 fi
+exec 3<&-
 c=$!
 trap 'kill -TERM "$c" 2>/dev/null' TERM HUP INT
 while :; do wait "$c"; rc=$?; kill -0 "$c" 2>/dev/null || exit "$rc"; done"#;
