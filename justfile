@@ -2,6 +2,10 @@
 
 set shell := ["bash", "-euo", "pipefail", "-c"]
 
+# The instrumented fuzz build lives beside the main one (and so is cached
+# wherever CI keeps CARGO_TARGET_DIR).
+fuzz_target_dir := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "target") / "fuzz"
+
 # List recipes.
 default:
     @just --list
@@ -24,9 +28,9 @@ fuzz-smoke: (fuzz "15")
 # the component target drives the real component through the shim).
 fuzz seconds="600":
     cargo run -q --locked -p sandbox-sync-tests --example fuzz-corpus -- fuzz/corpus
-    cd fuzz && cargo fuzz build -s none --release
+    cd fuzz && cargo fuzz build -s none --release --target-dir {{fuzz_target_dir}}
     for t in tar_stream component_sync_out script_quote; do \
-      (cd fuzz && cargo fuzz run -s none --release $t corpus/$t -- -max_total_time={{seconds}} -rss_limit_mb=4096 -timeout=30 2>&1 | grep -E "^Done|^#[0-9]+ *DONE|ERROR|panicked" ); \
+      (cd fuzz && cargo fuzz run -s none --release --target-dir {{fuzz_target_dir}} $t corpus/$t -- -max_total_time={{seconds}} -rss_limit_mb=4096 -timeout=30 2>&1 | tail -n 3); \
     done
 
 # Race tests with many more iterations than CI runs.
