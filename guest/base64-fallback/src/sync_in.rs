@@ -17,7 +17,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, StreamError};
 use sandbox_sync_driver::errors::{from_core, from_status, fs, stderr_tail};
 use sandbox_sync_driver::io::random_hex;
-use sandbox_sync_driver::plan::{missing_or, plan_dir, Planned, PlannedKind};
+use sandbox_sync_driver::plan::{file_source, missing_or, plan_dir, Planned, PlannedKind};
 
 use crate::exec::{self, Ran};
 use crate::CHUNK;
@@ -147,21 +147,7 @@ impl Ctx<'_> {
         m: &FileMapping,
         target: &str,
     ) -> Result<(u64, u64), SyncError> {
-        if target == self.root {
-            return Err(SyncError::InvalidRequest(format!(
-                "file mapping target {target} is the remote dir itself"
-            )));
-        }
-        let (_, base) = split_parent(&m.source_path);
-        let meta = grant
-            .stat_follow(base)
-            .map_err(|e| missing_or(fs("read source", &m.source_path, e)))?;
-        if meta.kind != EntryKind::File {
-            return Err(SyncError::InvalidRequest(format!(
-                "file mapping source {} is not a regular file",
-                m.source_path
-            )));
-        }
+        let (base, meta) = file_source(grant, &m.source_path, target, &self.root)?;
         let mode = m.mode.or(Some(meta.mode & 0o777));
         let mut reader = FileChunks::open(grant, base, &meta)?;
         self.stage_and_promote(target, target, mode, || reader.next())?;

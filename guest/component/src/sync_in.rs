@@ -3,7 +3,7 @@
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, InboundScript, Status};
 use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
-use sandbox_sync_driver::plan::{missing_or, mtime, plan_dir, Planned, PlannedKind};
+use sandbox_sync_driver::plan::{file_source, missing_or, mtime, plan_dir, Planned, PlannedKind};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
@@ -47,21 +47,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             script.preflight(&target).map_err(from_core)?;
             let staged = match m.kind {
                 MappingKind::File => {
-                    if target == root {
-                        return Err(SyncError::InvalidRequest(format!(
-                            "file mapping target {target} is the remote dir itself"
-                        )));
-                    }
-                    let (_, base) = split_parent(&m.source_path);
-                    let meta = grant
-                        .stat_follow(base)
-                        .map_err(|e| missing_or(fs("read source", &m.source_path, e)))?;
-                    if meta.kind != EntryKind::File {
-                        return Err(SyncError::InvalidRequest(format!(
-                            "file mapping source {} is not a regular file",
-                            m.source_path
-                        )));
-                    }
+                    let (base, meta) = file_source(grant, &m.source_path, &target, &root)?;
                     let name = format!("f{k}");
                     let p = Planned {
                         name: name.clone(),

@@ -69,6 +69,17 @@ pub fn splice(out: &OutputStream, src: &InputStream, len: u64) -> Result<u64, St
     Ok(moved)
 }
 
+/// A failed read of an archive stream: a close mid-archive is truncation,
+/// anything else is the transport's fault.
+fn archive_err(e: StreamError) -> CoreError {
+    match e {
+        StreamError::Closed => CoreError::unsafe_archive("archive is truncated"),
+        StreamError::LastOperationFailed(e) => {
+            CoreError::new(sandbox_sync_core::ErrorKind::Transport, e.to_debug_string())
+        }
+    }
+}
+
 /// The sandbox's stdout, read with a byte guard.
 ///
 /// Headers are read 512 bytes at a time and contents are spliced, so no
@@ -137,15 +148,7 @@ impl GuardedInput {
         while len > 0 {
             let n = match self.stream.blocking_skip(len) {
                 Ok(n) => n,
-                Err(StreamError::Closed) => {
-                    return Err(CoreError::unsafe_archive("archive is truncated"))
-                }
-                Err(StreamError::LastOperationFailed(e)) => {
-                    return Err(CoreError::new(
-                        sandbox_sync_core::ErrorKind::Transport,
-                        e.to_debug_string(),
-                    ))
-                }
+                Err(e) => return Err(archive_err(e)),
             };
             self.count(n)?;
             len -= n;
@@ -174,15 +177,7 @@ impl Source for GuardedInput {
         while !buf.is_empty() {
             let chunk = match self.stream.blocking_read(buf.len() as u64) {
                 Ok(c) => c,
-                Err(StreamError::Closed) => {
-                    return Err(CoreError::unsafe_archive("archive is truncated"))
-                }
-                Err(StreamError::LastOperationFailed(e)) => {
-                    return Err(CoreError::new(
-                        sandbox_sync_core::ErrorKind::Transport,
-                        e.to_debug_string(),
-                    ))
-                }
+                Err(e) => return Err(archive_err(e)),
             };
             self.count(chunk.len() as u64)?;
             let n = chunk.len().min(buf.len());

@@ -176,3 +176,32 @@ pub fn join(base: &str, rel: &str) -> String {
         format!("{}/{rel}", base.trim_end_matches('/'))
     }
 }
+
+/// Checks a file mapping before anything moves: the target is not the
+/// remote dir itself and the source (the grant's `basename(source)`) is a
+/// regular file. Returns the source's grant-relative name and metadata.
+///
+/// # Errors
+/// `invalid-request` for a missing or non-regular source or a root target.
+pub fn file_source<'a>(
+    grant: &GrantedDir,
+    source: &'a str,
+    target: &str,
+    root: &str,
+) -> Result<(&'a str, Metadata), SyncError> {
+    if target == root {
+        return Err(SyncError::InvalidRequest(format!(
+            "file mapping target {target} is the remote dir itself"
+        )));
+    }
+    let (_, base) = sandbox_sync_core::sandbox_path::split_parent(source);
+    let meta = grant
+        .stat_follow(base)
+        .map_err(|e| missing_or(fs("read source", source, e)))?;
+    if meta.kind != EntryKind::File {
+        return Err(SyncError::InvalidRequest(format!(
+            "file mapping source {source} is not a regular file"
+        )));
+    }
+    Ok((base, meta))
+}
