@@ -113,7 +113,20 @@ fn follow_refuses_links_out_of_the_source(u: Env) {
     assert_execs(err.execs, 0);
 }
 
+/// A sandbox that floods stderr past the cap fails the sync closed.
+fn stderr_flood_fails_closed(u: Env) {
+    let sb = Sandbox::new(u);
+    let mut o = op("o", vec![]);
+    o.post_upload_commands = Some(vec![cmd("i=0; while [ $i -lt 3000 ]; do echo 'noise noise noise noise noise noise noise noise' >&2; i=$((i+1)); done", None)]);
+    let mut opts = sb.options();
+    opts.max_stderr_bytes = 64 * 1024;
+    let err = sb.sync_in_with(&[o], &opts).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
+    assert!(err.error.message.contains("stderr"), "{}", err.error);
+}
+
 sandbox_sync_tests::for_each_userland!(
+    stderr_flood_fails_closed,
     missing_source,
     missing_sandbox_source,
     source_changed_mid_stream,

@@ -17,7 +17,9 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, StreamError};
 use sandbox_sync_driver::errors::{from_core, from_status, fs, stderr_tail};
 use sandbox_sync_driver::io::random_hex;
-use sandbox_sync_driver::plan::{file_source, missing_or, plan_dir, Planned, PlannedKind};
+use sandbox_sync_driver::plan::{
+    command_cwd, file_source, missing_or, plan_dir, Planned, PlannedKind,
+};
 
 use crate::exec::{self, Ran};
 use crate::CHUNK;
@@ -37,17 +39,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             confine(&root, &m.target_path, "target").map_err(from_core)?;
         }
         for c in &op.post_upload_commands {
-            confine(
-                &root,
-                c.cwd.as_deref().unwrap_or(&root),
-                "post-upload command cwd",
-            )
-            .map_err(from_core)?;
-            if c.command.contains('\0') {
-                return Err(SyncError::InvalidRequest(
-                    "post-upload command contains a NUL byte".into(),
-                ));
-            }
+            command_cwd(&root, c.cwd.as_deref(), &c.command)?;
         }
     }
     let mut ctx = Ctx {

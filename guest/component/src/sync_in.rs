@@ -3,7 +3,9 @@
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, InboundScript, Status};
 use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
-use sandbox_sync_driver::plan::{file_source, missing_or, mtime, plan_dir, Planned, PlannedKind};
+use sandbox_sync_driver::plan::{
+    command_cwd, file_source, missing_or, mtime, plan_dir, Planned, PlannedKind,
+};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
@@ -104,17 +106,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             k += 1;
         }
         for (j, c) in op.post_upload_commands.iter().enumerate() {
-            let cwd = confine(
-                &root,
-                c.cwd.as_deref().unwrap_or(&root),
-                "post-upload command cwd",
-            )
-            .map_err(from_core)?;
-            if c.command.contains('\0') {
-                return Err(SyncError::InvalidRequest(
-                    "post-upload command contains a NUL byte".into(),
-                ));
-            }
+            let cwd = command_cwd(&root, c.cwd.as_deref(), &c.command)?;
             let name = format!("c{i}.{j}");
             members.push(Planned {
                 name: name.clone(),

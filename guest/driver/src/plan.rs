@@ -205,3 +205,24 @@ pub fn file_source<'a>(
     }
     Ok((base, meta))
 }
+
+/// Checks a post-upload command before anything moves: its cwd (default: the
+/// remote dir) is confined lexically, and the command has no NUL byte.
+/// Returns the normalized cwd.
+///
+/// # Errors
+/// `confinement` for an escaping cwd, `invalid-request` for a NUL.
+pub fn command_cwd(root: &str, cwd: Option<&str>, command: &str) -> Result<String, SyncError> {
+    let cwd = sandbox_sync_core::sandbox_path::confine(
+        root,
+        cwd.unwrap_or(root),
+        "post-upload command cwd",
+    )
+    .map_err(from_core)?;
+    if command.contains('\0') {
+        return Err(SyncError::InvalidRequest(
+            "post-upload command contains a NUL byte".into(),
+        ));
+    }
+    Ok(cwd)
+}

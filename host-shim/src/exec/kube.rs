@@ -105,7 +105,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::{Api, AttachParams, AttachedProcess};
 use kube::config::{InferConfigError, KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::{Client, Config};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf, ReadHalf, SimplexStream, WriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf, ReadHalf, SimplexStream, WriteHalf};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -762,25 +762,8 @@ impl Drop for KubeStdin {
 /// Reads stderr up to `cap` bytes; past the cap it asks the supervisor to
 /// abort (fail closed) and keeps draining so the message loop never blocks
 /// on a full stderr pipe.
-async fn capture_stderr(mut stderr: GatedRead, cap: u64, shared: Arc<Shared>) -> (Vec<u8>, bool) {
-    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
-    let mut kept = Vec::new();
-    let mut truncated = false;
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-                if n > room && !truncated {
-                    truncated = true;
-                    shared.stderr_overflow.notify_one();
-                }
-            }
-        }
-    }
-    (kept, truncated)
+async fn capture_stderr(stderr: GatedRead, cap: u64, shared: Arc<Shared>) -> (Vec<u8>, bool) {
+    super::capture_capped(stderr, cap, move || shared.stderr_overflow.notify_one()).await
 }
 
 /// Why the supervisor stopped waiting.

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal};
-use tokio::io::AsyncReadExt;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -225,32 +224,14 @@ impl ExecBackend for LocalBackend {
     }
 }
 
-/// Reads stderr up to `cap` bytes; past the cap it kills the process group
-/// (fail closed) and keeps draining so nothing blocks on a full pipe.
+/// Reads stderr up to `cap` bytes; past the cap the process group is
+/// killed (fail closed).
 async fn capture_stderr(
-    mut stderr: tokio::process::ChildStderr,
+    stderr: tokio::process::ChildStderr,
     cap: u64,
     pgid: Option<Pid>,
 ) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
-    let mut truncated = false;
-    let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                let room = usize::try_from(cap)
-                    .unwrap_or(usize::MAX)
-                    .saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
-                if n > room && !truncated {
-                    truncated = true;
-                    kill_group(pgid);
-                }
-            }
-        }
-    }
-    (kept, truncated)
+    super::capture_capped(stderr, cap, move || kill_group(pgid)).await
 }
 
 fn kill_group(pgid: Option<Pid>) {

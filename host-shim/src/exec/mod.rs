@@ -89,3 +89,34 @@ pub trait ExecBackend: Send + Sync {
     /// A short name for logs ("local", "kube", "scripted").
     fn name(&self) -> &'static str;
 }
+
+/// Reads `stderr` to its end keeping at most `cap` bytes. The first time
+/// the cap is passed it calls `on_overflow` (the backend fails the process
+/// closed) and keeps draining, so the writer never blocks on a full pipe.
+/// Returns the kept bytes and whether the cap was passed.
+pub async fn capture_capped<R: AsyncRead + Unpin>(
+    mut stderr: R,
+    cap: u64,
+    on_overflow: impl FnOnce(),
+) -> (Vec<u8>, bool) {
+    use tokio::io::AsyncReadExt;
+    let cap = usize::try_from(cap).unwrap_or(usize::MAX);
+    let mut kept = Vec::new();
+    let mut on_overflow = Some(on_overflow);
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                if n > room {
+                    if let Some(f) = on_overflow.take() {
+                        f();
+                    }
+                }
+            }
+        }
+    }
+    (kept, on_overflow.is_none())
+}

@@ -611,25 +611,70 @@ fn report(
         let _ = writeln!(s);
     }
     let ratio = |w: &str, c: &str| -> Option<f64> {
-        let r = rows.iter().find(|r| r.workload == w && r.latency == 0 && r.contender == c)?;
-        let raw = rows.iter().find(|r| r.workload == w && r.latency == 0 && r.contender == "raw-pipe")?;
+        let r = rows
+            .iter()
+            .find(|r| r.workload == w && r.latency == 0 && r.contender == c)?;
+        let raw = rows
+            .iter()
+            .find(|r| r.workload == w && r.latency == 0 && r.contender == "raw-pipe")?;
         Some(r.median().as_secs_f64() / raw.median().as_secs_f64())
     };
-    let rss = |w: &str| rows.iter().filter(|r| r.workload == w && r.contender == "tar-stream").flat_map(|r| r.samples.iter().map(|x| x.rss)).max().unwrap_or(0);
+    let rss = |w: &str| {
+        rows.iter()
+            .filter(|r| r.workload == w && r.contender == "tar-stream")
+            .flat_map(|r| r.samples.iter().map(|x| x.rss))
+            .max()
+            .unwrap_or(0)
+    };
     let _ = writeln!(s, "## Targets (tar-stream, 0 ms latency, this run)\n");
     let _ = writeln!(s, "| target | measured | met |\n|---|---|---|");
     if let Some(r) = ratio("W1", "tar-stream") {
-        let _ = writeln!(s, "| 1 GiB sync-in throughput >= 0.8x raw pipe | {:.2}x | {} |", 1.0 / r, if 1.0 / r >= 0.8 { "yes" } else { "no" });
+        let _ = writeln!(
+            s,
+            "| 1 GiB sync-in throughput >= 0.8x raw pipe | {:.2}x | {} |",
+            1.0 / r,
+            if 1.0 / r >= 0.8 { "yes" } else { "no" }
+        );
     }
     if let Some(r) = ratio("W3", "tar-stream") {
-        let _ = writeln!(s, "| 10k x 4 KiB wall <= 1.25x raw pipe | {r:.2}x | {} |", if r <= 1.25 { "yes" } else { "no" });
+        let _ = writeln!(
+            s,
+            "| 10k x 4 KiB wall <= 1.25x raw pipe | {r:.2}x | {} |",
+            if r <= 1.25 { "yes" } else { "no" }
+        );
     }
-    let execs_ok = rows.iter().filter(|r| r.contender == "tar-stream").all(|r| r.samples.iter().all(|x| x.execs as usize == workloads.iter().find(|w| w.id == r.workload).map(|w| w.repeat).unwrap_or(1)));
-    let _ = writeln!(s, "| 1 exec per sync call | {} | {} |", if execs_ok { "1" } else { "more" }, if execs_ok { "yes" } else { "no" });
+    let execs_ok = rows
+        .iter()
+        .filter(|r| r.contender == "tar-stream")
+        .all(|r| {
+            r.samples.iter().all(|x| {
+                x.execs as usize
+                    == workloads
+                        .iter()
+                        .find(|w| w.id == r.workload)
+                        .map(|w| w.repeat)
+                        .unwrap_or(1)
+            })
+        });
+    let _ = writeln!(
+        s,
+        "| 1 exec per sync call | {} | {} |",
+        if execs_ok { "1" } else { "more" },
+        if execs_ok { "yes" } else { "no" }
+    );
     let (r1, r4, r9) = (rss("W1"), rss("W4"), rss("W9"));
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     let _ = writeln!(s, "| host peak RSS <= 64 MiB, flat | {:.1} MiB (1 file, W9) / {:.1} MiB (1 GiB, W1) / {:.1} MiB (100k files, W4) | {} |", mib(r9), mib(r1), mib(r4), if r4 <= 64 << 20 && r1 <= 64 << 20 { "<= 64 MiB; flat in bytes, grows with file count" } else { "no" });
-    let _ = writeln!(s, "| warm instantiation <= 1 ms | {:.1} µs | {} |\n", inst.2.as_secs_f64() * 1e6, if inst.2 <= Duration::from_millis(1) { "yes" } else { "no" });
+    let _ = writeln!(
+        s,
+        "| warm instantiation <= 1 ms | {:.1} µs | {} |\n",
+        inst.2.as_secs_f64() * 1e6,
+        if inst.2 <= Duration::from_millis(1) {
+            "yes"
+        } else {
+            "no"
+        }
+    );
     let _ = writeln!(s, "## Component instantiation\n\n| what | time |\n|---|---|\n| cold: compile + write the cache | {:.1} ms |\n| cached: load the precompiled component | {:.2} ms |\n| warm: new store + instance from the `InstancePre` | {:.1} µs |\n", inst.0.as_secs_f64() * 1e3, inst.1.as_secs_f64() * 1e3, inst.2.as_secs_f64() * 1e6);
     s
 }
