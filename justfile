@@ -46,6 +46,7 @@ bench *args:
 lint:
     cargo fmt --all --check
     cargo clippy --locked --all-targets -- -D warnings
+    cargo clippy --locked -p sandbox-sync-driver -p sandbox-sync-component -p sandbox-sync-base64-fallback --target wasm32-wasip2 -- -D warnings
 
 # Build the release binary (embeds the component).
 build:

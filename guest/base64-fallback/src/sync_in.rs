@@ -7,19 +7,15 @@ use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_paren
 use sandbox_sync_core::script::mode_arg;
 use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
 use sandbox_sync_core::SCRATCH_PREFIX;
-use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
-    EntryKind, GrantedDir, Metadata,
-};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{GrantedDir, Metadata};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     CommandFailure, FileMapping, MappingKind, OperationResult, PostUploadCommand, SyncError,
     SyncRequest,
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, StreamError};
-use sandbox_sync_driver::errors::{from_core, from_status, fs, stderr_tail};
+use sandbox_sync_driver::errors::{from_core, from_status, stderr_tail};
 use sandbox_sync_driver::io::random_hex;
-use sandbox_sync_driver::plan::{
-    command_cwd, file_source, missing_or, plan_dir, Planned, PlannedKind,
-};
+use sandbox_sync_driver::plan::{command_cwd, file_source, plan_dir, Planned, PlannedKind};
 
 use crate::exec::{self, Ran};
 use crate::CHUNK;

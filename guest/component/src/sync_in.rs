@@ -3,20 +3,16 @@
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, InboundScript, Status};
 use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
-use sandbox_sync_driver::plan::{
-    command_cwd, file_source, missing_or, mtime, plan_dir, Planned, PlannedKind,
-};
+use sandbox_sync_driver::plan::{command_cwd, file_source, mtime, plan_dir, Planned, PlannedKind};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
-use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
-    EntryKind, GrantedDir, Metadata,
-};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{GrantedDir, Metadata};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{self, ExecOptions};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     CommandFailure, MappingKind, OperationResult, SyncError, SyncRequest,
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, OutputStream};
-use sandbox_sync_driver::errors::{from_core, from_status, fs};
+use sandbox_sync_driver::errors::{from_core, from_status};
 use sandbox_sync_driver::io::{self, StreamFail};
 
 /// Most bytes of status lines accepted from the inbound program.
