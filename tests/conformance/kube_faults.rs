@@ -132,19 +132,6 @@ fn sandbox_sync_bin() -> std::path::PathBuf {
     bin
 }
 
-fn vm_hwm(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
-}
-
 /// 1 GiB through a pod that reads at 256 MB/s, via the real CLI in its own
 /// process: backpressure holds end to end, so the host never buffers the
 /// payload and its peak RSS stays small.
@@ -188,16 +175,7 @@ fn one_gib_through_a_slow_reader_keeps_host_memory_bounded() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let mut peak = 0;
-    let status = loop {
-        if let Some(hwm) = vm_hwm(child.id()) {
-            peak = peak.max(hwm);
-        }
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (status, peak) = wait_with_peak_rss(&mut child, Duration::from_millis(20)).unwrap();
     let mut out = String::new();
     std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut out).unwrap();
     assert!(status.success(), "{out}");

@@ -419,6 +419,40 @@ impl Drop for Sandbox {
     }
 }
 
+/// Waits for `child`, sampling its peak RSS (`VmHWM`) every `every` while it
+/// runs. Returns its exit status and the highest peak seen.
+///
+/// # Errors
+/// When waiting fails.
+pub fn wait_with_peak_rss(
+    child: &mut std::process::Child,
+    every: std::time::Duration,
+) -> std::io::Result<(std::process::ExitStatus, u64)> {
+    let mut peak = 0;
+    loop {
+        if let Some(hwm) = vm_hwm(child.id()) {
+            peak = peak.max(hwm);
+        }
+        if let Some(status) = child.try_wait()? {
+            return Ok((status, peak));
+        }
+        std::thread::sleep(every);
+    }
+}
+
+fn vm_hwm(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 /// Visits every path under `dir` (not following symlinks).
 pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
     let Ok(entries) = std::fs::read_dir(dir) else {

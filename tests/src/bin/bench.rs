@@ -243,8 +243,6 @@ fn measure(mut cmd: Command) -> Result<(Duration, u64, String)> {
     cmd.stdout(Stdio::null()).stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn().context("spawn")?;
-    let pid = child.id();
-    let mut peak = 0;
     let stderr = child.stderr.take();
     let reader = std::thread::spawn(move || {
         let mut s = String::new();
@@ -253,21 +251,8 @@ fn measure(mut cmd: Command) -> Result<(Duration, u64, String)> {
         }
         s
     });
-    let status = loop {
-        if let Ok(st) = std::fs::read_to_string(format!("/proc/{pid}/status")) {
-            if let Some(kb) = st
-                .lines()
-                .find_map(|l| l.strip_prefix("VmHWM:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            {
-                peak = peak.max(kb * 1024);
-            }
-        }
-        if let Some(s) = child.try_wait()? {
-            break s;
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
+    let (status, peak) =
+        sandbox_sync_tests::wait_with_peak_rss(&mut child, Duration::from_millis(2))?;
     let wall = start.elapsed();
     let err = reader.join().unwrap_or_default();
     if !status.success() {
