@@ -57,12 +57,28 @@ pub fn flush(out: &OutputStream) -> Result<(), StreamFail> {
 
 /// Moves up to `len` bytes from `src` to `out` host-side. Returns how many
 /// moved; fewer than `len` means `src` ended early.
+///
+/// Uses the non-blocking `splice`: `blocking-splice` flushes after every
+/// chunk, which would turn each small file into its own pipe write.
 pub fn splice(out: &OutputStream, src: &InputStream, len: u64) -> Result<u64, StreamFail> {
     let mut moved = 0;
     while moved < len {
-        match out.blocking_splice(src, len - moved) {
+        match out.splice(src, len - moved) {
+            Ok(0) => {
+                // Either side may be the one that is not ready.
+                if out.check_write()? == 0 {
+                    out.subscribe().block();
+                } else {
+                    src.subscribe().block();
+                }
+            }
             Ok(n) => moved += n,
-            Err(StreamError::Closed) => break,
+            // `closed` names no side: a closed `out` is the caller's
+            // failure, a closed `src` is a short source.
+            Err(StreamError::Closed) => {
+                out.check_write()?;
+                break;
+            }
             Err(e) => return Err(e.into()),
         }
     }

@@ -201,6 +201,8 @@ impl ExecBackend for LocalBackend {
                     (Some(i), Some(o), Some(e)) => (i, o, e),
                     _ => return Err(ExecError::Unsupported("child pipes missing".into())),
                 };
+            widen_pipe(&stdin);
+            widen_pipe(&stdout);
             let pgid = child.id().and_then(|id| Pid::from_raw(id as i32));
             let stderr_task = tokio::spawn(capture_stderr(stderr, req.max_stderr, pgid));
             let timed_out = Arc::new(AtomicBool::new(false));
@@ -221,6 +223,19 @@ impl ExecBackend for LocalBackend {
 
     fn name(&self) -> &'static str {
         "local"
+    }
+}
+
+/// Pipe buffer for the sandbox's stdin and stdout. The default 64 KiB
+/// makes both ends wake each other every 64 KiB; 1 MiB (the default
+/// `pipe-max-size`) lets each side move a megabyte per wakeup.
+const PIPE_SIZE: usize = 1 << 20;
+
+/// Grows a pipe to [`PIPE_SIZE`]; an unprivileged host over its pipe quota
+/// keeps the default, which is only slower.
+fn widen_pipe(pipe: &impl std::os::fd::AsFd) {
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_SIZE) {
+        tracing::debug!(error = %e, "could not grow the sandbox pipe");
     }
 }
 

@@ -4,15 +4,12 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wasmtime::component::Resource;
-use wasmtime_wasi::p2::pipe::{AsyncReadStream, AsyncWriteStream};
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
 use crate::bindings::sandbox_exec::{ExecOptions, ExecStatus, Host, HostExecution};
 use crate::exec::{Control, ExecRequest};
 use crate::state::ShimState;
-
-/// Bytes the component may queue on the sandbox's stdin before waiting.
-const STDIN_BUDGET: usize = 1 << 20;
+use crate::streams::{ExecStdin, ExecStdout};
 
 /// A running sandbox process, as a component resource.
 pub struct Execution {
@@ -43,8 +40,8 @@ impl Host for ShimState {
             Err(e) => return Ok(Err(e.to_string())),
         };
         let exec = Execution {
-            stdin: Some(Box::new(AsyncWriteStream::new(STDIN_BUDGET, process.stdin))),
-            stdout: Some(Box::new(AsyncReadStream::new(process.stdout))),
+            stdin: Some(Box::new(ExecStdin::new(process.stdin))),
+            stdout: Some(Box::new(ExecStdout::new(process.stdout))),
             control: process.control,
         };
         Ok(Ok(self.table.push(exec)?))
