@@ -18,7 +18,7 @@ use cap_std::fs::{
 };
 use sandbox_sync_core::sandbox_path::is_clean_relative;
 
-use crate::bindings::host_fs::{DirEntry, EntryKind, FsError, Metadata};
+use crate::bindings::host_fs::{DirEntry, DirEntryStat, EntryKind, FsError, Metadata};
 use crate::streams::{FileInputStream, FileOutputStream};
 
 /// A directory capability handed to the component.
@@ -152,15 +152,60 @@ impl GrantedDir {
         Ok(out)
     }
 
+    /// Directory entries with their `lstat` metadata, sorted by name. The
+    /// directory is opened once and each entry is stat'ed relative to it.
+    pub fn read_dir_stat(&self, path: &str) -> Result<Vec<DirEntryStat>, FsError> {
+        let p = self.rel(path)?;
+        let dir = if p == Path::new(".") {
+            self.dir.try_clone()
+        } else {
+            self.dir.open_dir(p)
+        }
+        .map_err(|e| fs_error(path, &e))?;
+        let mut out = Vec::new();
+        for entry in dir.entries().map_err(|e| fs_error(path, &e))? {
+            let entry = entry.map_err(|e| fs_error(path, &e))?;
+            let name = entry.file_name().into_string().map_err(|n| {
+                FsError::InvalidName(format!(
+                    "{n:?} in {} is not UTF-8",
+                    self.path.join(p).display()
+                ))
+            })?;
+            let meta = entry.metadata().map_err(|e| fs_error(&name, &e))?;
+            let link_target =
+                if meta.file_type().is_symlink() {
+                    let t = dir
+                        .read_link_contents(&name)
+                        .map_err(|e| fs_error(&name, &e))?;
+                    Some(t.into_os_string().into_string().map_err(|t| {
+                        FsError::InvalidName(format!("link target {t:?} is not UTF-8"))
+                    })?)
+                } else {
+                    None
+                };
+            out.push(DirEntryStat {
+                metadata: to_metadata(&meta, link_target),
+                name,
+            });
+        }
+        out.sort_by(|a, b| a.name.as_bytes().cmp(b.name.as_bytes()));
+        Ok(out)
+    }
+
     /// Opens a regular file for reading.
-    pub fn open_read(&self, path: &str) -> Result<FileInputStream, FsError> {
+    pub fn open_file(&self, path: &str) -> Result<std::fs::File, FsError> {
         let p = self.rel(path)?;
         let file = self.dir.open(p).map_err(|e| fs_error(path, &e))?;
         let meta = file.metadata().map_err(|e| fs_error(path, &e))?;
         if !meta.is_file() {
             return Err(FsError::Io(format!("{path} is not a regular file")));
         }
-        Ok(FileInputStream::new(file.into_std()))
+        Ok(file.into_std())
+    }
+
+    /// Opens a regular file for reading as a stream.
+    pub fn open_read(&self, path: &str) -> Result<FileInputStream, FsError> {
+        self.open_file(path).map(FileInputStream::new)
     }
 
     /// Creates a new file born with exactly `mode` (umask does not apply).

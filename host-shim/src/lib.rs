@@ -26,6 +26,7 @@ pub mod error;
 pub mod exec;
 pub mod fs;
 mod host;
+mod pipes;
 pub mod provider;
 pub mod request;
 pub mod runtime;

@@ -2,12 +2,14 @@
 
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, InboundScript, Status};
-use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
+use sandbox_sync_core::tar_write;
 use sandbox_sync_driver::plan::{command_cwd, file_source, mtime, plan_dir, Planned, PlannedKind};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
-use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{GrantedDir, Metadata};
-use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{self, ExecOptions};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
+    self, ExecOptions, Execution, FileSend, SendError,
+};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     CommandFailure, MappingKind, OperationResult, SyncError, SyncRequest,
 };
@@ -19,6 +21,8 @@ use sandbox_sync_driver::io::{self, StreamFail};
 const MAX_STATUS_BYTES: u64 = 1 << 20;
 /// Header bytes buffered before a write.
 const HEADER_BATCH: usize = 64 * 1024;
+/// Most host files handed to one `send-files` call.
+const FILES_PER_CALL: usize = 1024;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
@@ -124,6 +128,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
 
     let token = io::random_hex(16);
     let mut archive_len = 0;
+    let mut members_len = 0;
     if !members.is_empty() {
         members.push(Planned {
             name: "commit".into(),
@@ -131,11 +136,8 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             mode: 0o600,
             mtime: 0,
         });
-        archive_len = members
-            .iter()
-            .map(|p| p.member().archive_len())
-            .sum::<u64>()
-            + END_OF_ARCHIVE.len() as u64;
+        members_len = members.iter().map(|p| p.member().archive_len()).sum();
+        archive_len = tar_write::archive_len(members_len);
     }
     let text = script.finish(archive_len, &token).map_err(from_core)?;
 
@@ -152,7 +154,14 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
 
     // A failure to feed stdin usually means the script stopped early; its
     // exit status explains why, so keep it and decide after `finish`.
-    let sent = send(&stdin, text.as_bytes(), &members, sources);
+    let sent = send(
+        &exec,
+        &stdin,
+        text.as_bytes(),
+        &members,
+        members_len,
+        sources,
+    );
     match sent {
         Err(Sent::Stream(_)) | Ok(()) => {
             // Stdin stays open until the status: the sandbox never needs EOF.
@@ -186,22 +195,35 @@ enum Sent {
 }
 
 fn send(
+    exec: &Execution,
     stdin: &OutputStream,
     script: &[u8],
     members: &[Planned],
+    members_len: u64,
     sources: &[&GrantedDir],
 ) -> Result<(), Sent> {
     io::write_all(stdin, script).map_err(Sent::Stream)?;
+    // Bytes not yet handed over: they become the prefix of the next host
+    // file, or are written after the last one.
     let mut buf: Vec<u8> = Vec::with_capacity(HEADER_BATCH + 1024);
+    let mut batch = FileBatch::default();
     for p in members {
         p.member()
             .write_header(&mut buf)
             .map_err(|e| Sent::Fatal(from_core(e)))?;
         match &p.kind {
             PlannedKind::HostFile { grant, path, meta } => {
-                io::write_all(stdin, &buf).map_err(Sent::Stream)?;
-                buf.clear();
-                splice_file(stdin, sources[*grant], path, meta)?;
+                if batch.grant != Some(*grant) || batch.files.len() >= FILES_PER_CALL {
+                    batch.send(exec, sources)?;
+                    batch.grant = Some(*grant);
+                }
+                batch.files.push(FileSend {
+                    prefix: std::mem::take(&mut buf),
+                    path: path.clone(),
+                    size: meta.size,
+                    mtime_sec: meta.mtime_sec,
+                    mtime_nsec: meta.mtime_nsec,
+                });
                 tar_write::write_padding(&mut buf, meta.size);
             }
             PlannedKind::Inline(bytes) => {
@@ -210,52 +232,43 @@ fn send(
             }
             PlannedKind::Dir | PlannedKind::Symlink(_) => {}
         }
-        if buf.len() >= HEADER_BATCH {
+        if batch.files.is_empty() && buf.len() >= HEADER_BATCH {
             io::write_all(stdin, &buf).map_err(Sent::Stream)?;
             buf.clear();
         }
     }
+    batch.send(exec, sources)?;
     if !members.is_empty() {
-        buf.extend_from_slice(&END_OF_ARCHIVE);
+        tar_write::write_end(&mut buf, members_len);
     }
     io::write_all(stdin, &buf).map_err(Sent::Stream)?;
     io::flush(stdin).map_err(Sent::Stream)
 }
 
-/// Splices one host file and proves it did not change while it was sent.
-fn splice_file(
-    stdin: &OutputStream,
-    grant: &GrantedDir,
-    path: &str,
-    planned: &Metadata,
-) -> Result<(), Sent> {
-    let changed = |why: &str| {
-        Sent::SourceChanged(SyncError::SourceChanged(format!(
-            "source file {path} {why} while it was being sent"
-        )))
-    };
-    let src: InputStream = grant.open_read(path).map_err(|_| changed("disappeared"))?;
-    let moved = io::splice(stdin, &src, planned.size).map_err(|e| match e {
-        StreamFail::Closed => Sent::Stream(StreamFail::Closed),
-        StreamFail::Failed(m) if m.contains("read") => {
-            Sent::Fatal(SyncError::Io(format!("failed to read {path}: {m}")))
+/// Consecutive host files from one grant, sent by the host in one call
+/// (which re-checks each file's size and mtime after sending it).
+#[derive(Default)]
+struct FileBatch {
+    grant: Option<usize>,
+    files: Vec<FileSend>,
+}
+
+impl FileBatch {
+    fn send(&mut self, exec: &Execution, sources: &[&GrantedDir]) -> Result<(), Sent> {
+        let files = std::mem::take(&mut self.files);
+        let Some(grant) = self.grant else {
+            return Ok(());
+        };
+        if files.is_empty() {
+            return Ok(());
         }
-        other => Sent::Stream(other),
-    })?;
-    drop(src);
-    if moved < planned.size {
-        return Err(changed("shrank"));
+        exec.send_files(sources[grant], &files)
+            .map_err(|e| match e {
+                SendError::SourceChanged(m) => Sent::SourceChanged(SyncError::SourceChanged(m)),
+                SendError::ReadFailed(m) => Sent::Fatal(SyncError::Io(m)),
+                SendError::StdinFailed(m) => Sent::Stream(StreamFail::Failed(m)),
+            })
     }
-    let now = grant
-        .stat_follow(path)
-        .map_err(|_| changed("disappeared"))?;
-    if now.size != planned.size
-        || now.mtime_sec != planned.mtime_sec
-        || now.mtime_nsec != planned.mtime_nsec
-    {
-        return Err(changed("changed"));
-    }
-    Ok(())
 }
 
 /// Reads the inbound program's status lines until stdout ends.

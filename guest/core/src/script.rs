@@ -80,6 +80,8 @@ pub mod exit {
 }
 
 const LIBRARY: &str = r#"set -u
+unset TAR_OPTIONS
+if tar --version 2>/dev/null | grep -q 'GNU tar'; then _ss_gnutar=1; else _ss_gnutar=0; fi
 _ss_die() { printf 'sandbox-sync: %s\n' "$2" >&2; exit "$1"; }
 if command -v realpath >/dev/null 2>&1; then _ss_resolve() { realpath "$1"; }
 elif command -v readlink >/dev/null 2>&1; then _ss_resolve() { readlink -f "$1"; }
@@ -227,7 +229,6 @@ _ss_cmd() {
 "#;
 
 const OUTBOUND: &str = r#"_ss_mark() { printf '%-511s\n' "SANDBOX-SYNC $1"; }
-if tar --version 2>/dev/null | grep -q 'GNU tar'; then _ss_gnutar=1; else _ss_gnutar=0; fi
 _ss_ofile() {
   [ -e "$1" ] || [ -L "$1" ] || _ss_die 53 "source $1 does not exist"
   _ss_check "$1"
@@ -461,6 +462,11 @@ impl InboundScript {
     /// Finishes the program: it extracts `archive_len` bytes from stdin and
     /// refuses to apply anything unless the member `commit` holds `token`.
     ///
+    /// `archive_len` must be whole tar records ([`tar_write::archive_len`]):
+    /// GNU tar then reads exactly the archive by itself (it reads whole
+    /// records and stops at the end marker), saving the `head -c` hop that
+    /// copies every byte once more; other tars are bounded by `head -c`.
+    ///
     /// # Errors
     /// When the root or token cannot be quoted.
     pub fn finish(self, archive_len: u64, token: &str) -> Result<String, SyncError> {
@@ -470,7 +476,9 @@ impl InboundScript {
         if archive_len > 0 {
             let _ = writeln!(
                 s,
-                "head -c {archive_len} | tar -x -p -o -f - -C /proc/self/fd/9 || _ss_die 43 'extracting the archive failed'"
+                "if [ \"$_ss_gnutar\" = 1 ]; then tar -x -b {blocking} -p -o -f - -C /proc/self/fd/9; \
+else head -c {archive_len} | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
+                blocking = crate::tar_write::RECORD / 512
             );
             let _ = writeln!(
                 s,
@@ -698,12 +706,13 @@ mod tests {
         let mut s = InboundScript::new("/w", 0, ".paperclip-upload-t");
         s.put_file("f0", "/w/a b", "x'y;touch /tmp/pwn", Some(0o600))
             .unwrap();
-        let text = s.finish(1024, "tok").unwrap();
+        let text = s.finish(10240, "tok").unwrap();
         assert!(
             text.contains("_ss_file 'f0' '/w/a b' 'x'\\''y;touch /tmp/pwn' '0600'"),
             "{text}"
         );
-        assert!(text.contains("head -c 1024 | tar -x"));
+        assert!(text.contains("head -c 10240 | tar -x"));
+        assert!(text.contains("tar -x -b 20 -p"));
     }
 
     #[test]

@@ -16,6 +16,21 @@ use crate::SyncError;
 pub const BLOCK: u64 = 512;
 /// The end-of-archive marker: two zero blocks.
 pub const END_OF_ARCHIVE: [u8; 1024] = [0; 1024];
+
+/// GNU tar's record: it reads archives in whole records of this size.
+pub const RECORD: u64 = 10240;
+
+/// Length of an archive whose members take `members` bytes: the members,
+/// the end marker, and zeros up to a whole record.
+pub fn archive_len(members: u64) -> u64 {
+    (members + END_OF_ARCHIVE.len() as u64).div_ceil(RECORD) * RECORD
+}
+
+/// Appends the end marker and the zeros that complete the last record.
+pub fn write_end(out: &mut Vec<u8>, members: u64) {
+    let pad = archive_len(members) - members;
+    out.resize(out.len() + usize::try_from(pad).unwrap_or(0), 0);
+}
 const NAME_FIELD: usize = 100;
 /// Longest name or link target the writer will emit.
 pub const MAX_NAME: usize = 4096;

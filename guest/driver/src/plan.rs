@@ -94,7 +94,7 @@ pub fn plan_dir(
         vec![(String::new(), vec![(top.device, top.inode)])];
     while let Some((dir, seen)) = stack.pop() {
         let entries = grant
-            .read_dir(&dir)
+            .read_dir_stat(&dir)
             .map_err(|e| fs("list", &join(source, &dir), e))?;
         let mut subdirs = Vec::new();
         for entry in entries {
@@ -109,9 +109,7 @@ pub fn plan_dir(
             if excluder.matches(&rel) {
                 continue;
             }
-            let mut meta = grant
-                .stat(&rel)
-                .map_err(|e| fs("stat", &join(source, &rel), e))?;
+            let mut meta = entry.metadata;
             if meta.kind == EntryKind::Symlink && follow {
                 meta = grant.stat_follow(&rel).map_err(|e| match e {
                     FsError::NotPermitted(m) => SyncError::Confinement(format!(

@@ -81,6 +81,21 @@ impl<W: AsyncWrite + Unpin> AsyncWrite for CountWrite<W> {
     }
 }
 
+impl<W: super::SandboxStdin> super::SandboxStdin for CountWrite<W> {
+    fn poll_splice_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: &std::fs::File,
+        len: usize,
+    ) -> Poll<std::io::Result<Option<usize>>> {
+        let r = self.inner.poll_splice_from(cx, file, len);
+        if let Poll::Ready(Ok(Some(n))) = r {
+            self.n.sent.fetch_add(n as u64, Ordering::Relaxed);
+        }
+        r
+    }
+}
+
 struct CountRead<R> {
     inner: R,
     n: Arc<Counters>,

@@ -745,6 +745,8 @@ impl AsyncWrite for KubeStdin {
     }
 }
 
+impl super::SandboxStdin for KubeStdin {}
+
 impl Drop for KubeStdin {
     fn drop(&mut self) {
         if let Some(pipe) = self.pipe.take() {

@@ -8,9 +8,11 @@
 //! the same), optionally dropped to another user with `setpriv`.
 
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal};
@@ -192,9 +194,10 @@ impl ExecBackend for LocalBackend {
             }
             let mut cmd = self.command(&req.argv)?;
             let program = req.argv.first().cloned().unwrap_or_default();
-            let mut child = cmd
-                .spawn()
-                .map_err(|source| ExecError::Spawn { program, source })?;
+            let mut child = cmd.spawn().map_err(|source| ExecError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
             let deadline = Instant::now() + req.timeout;
             let (stdin, stdout, stderr) =
                 match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
@@ -203,6 +206,8 @@ impl ExecBackend for LocalBackend {
                 };
             widen_pipe(&stdin);
             widen_pipe(&stdout);
+            let stdin =
+                PipeStdin::new(stdin).map_err(|source| ExecError::Spawn { program, source })?;
             let pgid = child.id().and_then(|id| Pid::from_raw(id as i32));
             let stderr_task = tokio::spawn(capture_stderr(stderr, req.max_stderr, pgid));
             let timed_out = Arc::new(AtomicBool::new(false));
@@ -236,6 +241,67 @@ const PIPE_SIZE: usize = 1 << 20;
 fn widen_pipe(pipe: &impl std::os::fd::AsFd) {
     if let Err(e) = rustix::pipe::fcntl_setpipe_size(pipe, PIPE_SIZE) {
         tracing::debug!(error = %e, "could not grow the sandbox pipe");
+    }
+}
+
+/// The sandbox's stdin pipe, registered with tokio as a plain pipe so that
+/// host files can be spliced into it.
+struct PipeStdin(tokio::net::unix::pipe::Sender);
+
+impl PipeStdin {
+    fn new(stdin: tokio::process::ChildStdin) -> std::io::Result<Self> {
+        let fd = stdin.into_owned_fd()?;
+        Ok(PipeStdin(tokio::net::unix::pipe::Sender::from_owned_fd(
+            fd,
+        )?))
+    }
+}
+
+impl tokio::io::AsyncWrite for PipeStdin {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.0.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl super::SandboxStdin for PipeStdin {
+    fn poll_splice_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        file: &std::fs::File,
+        len: usize,
+    ) -> Poll<std::io::Result<Option<usize>>> {
+        use rustix::pipe::{splice, SpliceFlags};
+        loop {
+            if let Err(e) = std::task::ready!(self.0.poll_write_ready(cx)) {
+                return Poll::Ready(Err(e));
+            }
+            let pipe = &self.0;
+            match pipe.try_io(|| Ok(splice(file, None, pipe, None, len, SpliceFlags::NONBLOCK)?)) {
+                Ok(n) => return Poll::Ready(Ok(Some(n))),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
     }
 }
 

@@ -64,10 +64,39 @@ pub enum ExecError {
     Unsupported(String),
 }
 
+/// A sandbox process's stdin.
+pub trait SandboxStdin: AsyncWrite + Send + Unpin {
+    /// Moves up to `len` bytes from `file`'s current offset into stdin
+    /// inside the kernel (`splice(2)`), when stdin is a local pipe.
+    /// `Ready(Ok(None))` when this stdin cannot: the caller copies instead.
+    fn poll_splice_from(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        file: &std::fs::File,
+        len: usize,
+    ) -> std::task::Poll<std::io::Result<Option<usize>>> {
+        let _ = (cx, file, len);
+        std::task::Poll::Ready(Ok(None))
+    }
+}
+
+impl SandboxStdin for tokio::io::Sink {}
+
+impl SandboxStdin for Box<dyn SandboxStdin> {
+    fn poll_splice_from(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        file: &std::fs::File,
+        len: usize,
+    ) -> std::task::Poll<std::io::Result<Option<usize>>> {
+        (**self).poll_splice_from(cx, file, len)
+    }
+}
+
 /// A started process.
 pub struct Process {
     /// Its stdin.
-    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    pub stdin: Box<dyn SandboxStdin>,
     /// Its stdout.
     pub stdout: Box<dyn AsyncRead + Send + Unpin>,
     /// Waits for or stops it.

@@ -1,19 +1,27 @@
 //! `sandbox-sync:provider/sandbox-exec` for the component.
 
+use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
-use crate::bindings::sandbox_exec::{ExecOptions, ExecStatus, Host, HostExecution};
+use crate::bindings::sandbox_exec::{
+    ExecOptions, ExecStatus, FileSend, Host, HostExecution, SendError,
+};
 use crate::exec::{Control, ExecRequest};
+use crate::fs::GrantedDir;
+use crate::pipes::{ExecStdin, ExecStdout, SendFail, WeakStdin};
 use crate::state::ShimState;
-use crate::streams::{ExecStdin, ExecStdout};
 
 /// A running sandbox process, as a component resource.
 pub struct Execution {
-    stdin: Option<DynOutputStream>,
+    /// Until the component takes it.
+    stdin: Option<ExecStdin>,
+    /// For `send-files`; does not keep stdin open after the component
+    /// dropped its stream.
+    pipe: WeakStdin,
     stdout: Option<DynInputStream>,
     control: Box<dyn Control>,
 }
@@ -39,8 +47,10 @@ impl Host for ShimState {
             Ok(p) => p,
             Err(e) => return Ok(Err(e.to_string())),
         };
+        let stdin = ExecStdin::new(process.stdin);
         let exec = Execution {
-            stdin: Some(Box::new(ExecStdin::new(process.stdin))),
+            pipe: stdin.downgrade(),
+            stdin: Some(stdin),
             stdout: Some(Box::new(ExecStdout::new(process.stdout))),
             control: process.control,
         };
@@ -53,8 +63,8 @@ impl HostExecution for ShimState {
         &mut self,
         this: Resource<Execution>,
     ) -> wasmtime::Result<Result<Resource<DynOutputStream>, String>> {
-        let stream = match self.table.get_mut(&this)?.stdin.take() {
-            Some(s) => s,
+        let stream: DynOutputStream = match self.table.get_mut(&this)?.stdin.take() {
+            Some(s) => Box::new(s),
             None => return Ok(Err("stdin was already taken".into())),
         };
         Ok(Ok(self.table.push_child(stream, &this)?))
@@ -69,6 +79,52 @@ impl HostExecution for ShimState {
             None => return Ok(Err("stdout was already taken".into())),
         };
         Ok(Ok(self.table.push_child(stream, &this)?))
+    }
+
+    async fn send_files(
+        &mut self,
+        this: Resource<Execution>,
+        source: Resource<GrantedDir>,
+        files: Vec<FileSend>,
+    ) -> wasmtime::Result<Result<(), SendError>> {
+        let exec = self.table.get(&this)?;
+        let pipe = match (&exec.stdin, exec.pipe.upgrade()) {
+            (None, Some(pipe)) => pipe,
+            (Some(_), _) => return Ok(Err(SendError::StdinFailed("take stdin first".into()))),
+            (None, None) => return Ok(Err(SendError::StdinFailed("stdin was closed".into()))),
+        };
+        for f in files {
+            if let Err(e) = pipe.write_all(f.prefix.into()).await {
+                return Ok(Err(send_error(&f.path, e)));
+            }
+            let changed = |why: &str| {
+                SendError::SourceChanged(format!(
+                    "source file {} {why} while it was being sent",
+                    f.path
+                ))
+            };
+            let Ok(file) = self.table.get(&source)?.open_file(&f.path) else {
+                return Ok(Err(changed("disappeared")));
+            };
+            match pipe.send_file(&file, f.size).await {
+                Ok(n) if n < f.size => return Ok(Err(changed("shrank"))),
+                Ok(_) => {}
+                Err(e) => return Ok(Err(send_error(&f.path, e))),
+            }
+            // Checked on the handle that was read: the bytes sent are that
+            // file's, and it still is exactly what was planned.
+            let now = match file.metadata() {
+                Ok(m) => m,
+                Err(e) => return Ok(Err(send_error(&f.path, SendFail::Read(e)))),
+            };
+            if now.len() != f.size
+                || now.mtime() != f.mtime_sec
+                || u32::try_from(now.mtime_nsec()).ok() != Some(f.mtime_nsec)
+            {
+                return Ok(Err(changed("changed")));
+            }
+        }
+        Ok(Ok(()))
     }
 
     async fn abort(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {
@@ -96,5 +152,12 @@ impl HostExecution for ShimState {
         let mut exec = self.table.delete(this)?;
         exec.control.abort();
         Ok(())
+    }
+}
+
+fn send_error(path: &str, e: SendFail) -> SendError {
+    match e {
+        SendFail::Read(e) => SendError::ReadFailed(format!("failed to read {path}: {e}")),
+        SendFail::Stdin(m) => SendError::StdinFailed(m),
     }
 }

@@ -3,7 +3,7 @@
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
-use crate::bindings::host_fs::{DirEntry, FsError, Host, HostGrantedDir, Metadata};
+use crate::bindings::host_fs::{DirEntry, DirEntryStat, FsError, Host, HostGrantedDir, Metadata};
 use crate::fs::GrantedDir;
 use crate::state::ShimState;
 
@@ -34,6 +34,14 @@ impl HostGrantedDir for ShimState {
         path: String,
     ) -> FsResult<Vec<DirEntry>> {
         Ok(self.table.get(&this)?.read_dir(&path))
+    }
+
+    async fn read_dir_stat(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+    ) -> FsResult<Vec<DirEntryStat>> {
+        Ok(self.table.get(&this)?.read_dir_stat(&path))
     }
 
     async fn open_read(

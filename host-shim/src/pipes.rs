@@ -1,0 +1,388 @@
+//! A sandbox's stdin and stdout as `wasi:io` streams, driven in place.
+//!
+//! The default adapters (`AsyncWriteStream`, `AsyncReadStream`) move every
+//! chunk through a worker task and a channel, and write each chunk alone:
+//! a 4 KiB tar member cost a task hop, a futex wake and a pipe write that
+//! woke the sandbox's reader. These streams do their I/O from the calling
+//! task: writes are queued without copying and leave in one `writev`,
+//! reads take up to 1 MiB per syscall and serve 512-byte headers from it,
+//! and [`ExecStdin::send_file`] splices large host files straight into a
+//! local pipe.
+
+use std::collections::VecDeque;
+use std::future::poll_fn;
+use std::io::{self, IoSlice, Read};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::{Context, Poll, Waker};
+
+use bytes::{Bytes, BytesMut};
+use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamError, StreamResult};
+
+use crate::exec::SandboxStdin;
+
+/// Bytes that may wait in the stdin queue before writers must wait.
+const STDIN_QUEUE: usize = 1 << 20;
+/// Queued bytes at which a write drains to the pipe without waiting for a
+/// flush: big enough that many small tar members share one `writev`.
+const STDIN_DRAIN_AT: usize = 256 << 10;
+/// Most buffers handed to one `writev`.
+const MAX_IOVECS: usize = 64;
+/// Files at least this large are spliced; smaller ones are read into the
+/// queue so that many of them share a pipe write.
+const SPLICE_MIN: u64 = 128 << 10;
+/// Largest read from a host file or from the sandbox's stdout.
+const CHUNK: usize = 1 << 20;
+
+/// Whether a pipe still works.
+enum PipeState {
+    Open,
+    /// Failed; the error is reported once, then the stream is closed.
+    Failed(Option<io::Error>),
+}
+
+impl PipeState {
+    fn check(&mut self) -> StreamResult<()> {
+        match self {
+            PipeState::Open => Ok(()),
+            PipeState::Failed(e) => match e.take() {
+                Some(e) if e.kind() != io::ErrorKind::BrokenPipe => Err(
+                    StreamError::LastOperationFailed(wasmtime::Error::from(e).context("pipe")),
+                ),
+                _ => Err(StreamError::Closed),
+            },
+        }
+    }
+}
+
+/// Why [`ExecStdin::send_file`] stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum SendFail {
+    /// Reading the host file failed.
+    #[error("{0}")]
+    Read(io::Error),
+    /// The sandbox's stdin failed or closed.
+    #[error("{0}")]
+    Stdin(String),
+}
+
+/// The queue and the pipe behind an [`ExecStdin`].
+struct StdinPipe {
+    inner: Box<dyn SandboxStdin>,
+    queue: VecDeque<Bytes>,
+    queued: usize,
+    flush_pending: bool,
+    state: PipeState,
+}
+
+impl StdinPipe {
+    fn fail(&mut self, e: io::Error) {
+        self.queue.clear();
+        self.queued = 0;
+        self.flush_pending = false;
+        self.state = PipeState::Failed(Some(e));
+    }
+
+    /// Writes the queue (and flushes when asked) until it is empty or the
+    /// pipe is full. Ready means nothing is left to do or the pipe failed.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        if !matches!(self.state, PipeState::Open) {
+            return Poll::Ready(());
+        }
+        while !self.queue.is_empty() {
+            let slices: Vec<IoSlice<'_>> = self
+                .queue
+                .iter()
+                .take(MAX_IOVECS)
+                .map(|b| IoSlice::new(b))
+                .collect();
+            match Pin::new(&mut *self.inner).poll_write_vectored(cx, &slices) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(0)) => {
+                    self.fail(io::ErrorKind::WriteZero.into());
+                    return Poll::Ready(());
+                }
+                Poll::Ready(Ok(n)) => self.consume(n),
+                Poll::Ready(Err(e)) => {
+                    self.fail(e);
+                    return Poll::Ready(());
+                }
+            }
+        }
+        if self.flush_pending {
+            match Pin::new(&mut *self.inner).poll_flush(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(())) => self.flush_pending = false,
+                Poll::Ready(Err(e)) => self.fail(e),
+            }
+        }
+        Poll::Ready(())
+    }
+
+    fn consume(&mut self, mut n: usize) {
+        self.queued -= n;
+        while n > 0 {
+            let Some(front) = self.queue.front_mut() else {
+                return;
+            };
+            if n >= front.len() {
+                n -= front.len();
+                self.queue.pop_front();
+            } else {
+                let _ = front.split_to(n);
+                n = 0;
+            }
+        }
+    }
+
+    /// Drains what the pipe takes right now, without waiting.
+    fn drain_now(&mut self) {
+        let _ = self.poll_drain(&mut Context::from_waker(Waker::noop()));
+    }
+
+    /// Ready with the free queue space once there is some (or the pipe failed).
+    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<usize> {
+        let drained = self.poll_drain(cx).is_ready();
+        if drained || (!self.flush_pending && self.queued < STDIN_QUEUE) {
+            Poll::Ready(STDIN_QUEUE - self.queued)
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn push(&mut self, bytes: Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.queued += bytes.len();
+        self.queue.push_back(bytes);
+        if self.queued >= STDIN_DRAIN_AT {
+            self.drain_now();
+        }
+    }
+
+    fn stdin_error(&mut self) -> SendFail {
+        SendFail::Stdin(match self.state.check() {
+            Err(StreamError::LastOperationFailed(e)) => format!("{e:#}"),
+            _ => "stdin closed".into(),
+        })
+    }
+}
+
+/// A sandbox's stdin. The component writes it as an `output-stream`;
+/// `execution.send-files` appends host files to the same queue.
+#[derive(Clone)]
+pub struct ExecStdin(Arc<Mutex<StdinPipe>>);
+
+/// A handle that does not keep the pipe open once the component dropped
+/// its `output-stream`.
+pub struct WeakStdin(Weak<Mutex<StdinPipe>>);
+
+impl WeakStdin {
+    pub fn upgrade(&self) -> Option<ExecStdin> {
+        self.0.upgrade().map(ExecStdin)
+    }
+}
+
+impl ExecStdin {
+    pub fn new(inner: Box<dyn SandboxStdin>) -> Self {
+        ExecStdin(Arc::new(Mutex::new(StdinPipe {
+            inner,
+            queue: VecDeque::new(),
+            queued: 0,
+            flush_pending: false,
+            state: PipeState::Open,
+        })))
+    }
+
+    /// The pipe state is never left half-updated, so a poisoned lock is
+    /// still consistent.
+    fn pipe(&self) -> MutexGuard<'_, StdinPipe> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn downgrade(&self) -> WeakStdin {
+        WeakStdin(Arc::downgrade(&self.0))
+    }
+
+    /// Queues `bytes`, waiting for room as needed.
+    pub async fn write_all(&self, mut bytes: Bytes) -> Result<(), SendFail> {
+        while !bytes.is_empty() {
+            let room = poll_fn(|cx| self.pipe().poll_room(cx)).await;
+            let mut pipe = self.pipe();
+            if !matches!(pipe.state, PipeState::Open) {
+                return Err(pipe.stdin_error());
+            }
+            pipe.push(bytes.split_to(room.min(bytes.len())));
+        }
+        Ok(())
+    }
+
+    /// Appends exactly `len` bytes of `file` (from its current offset).
+    /// Returns how many it found; fewer means the file ended early.
+    pub async fn send_file(&self, file: &std::fs::File, len: u64) -> Result<u64, SendFail> {
+        let mut left = len;
+        if len >= SPLICE_MIN {
+            // Bytes already queued go first.
+            poll_fn(|cx| self.pipe().poll_drain(cx)).await;
+            while left > 0 {
+                let want = usize::try_from(left).unwrap_or(usize::MAX).min(CHUNK);
+                let spliced = poll_fn(|cx| {
+                    let mut pipe = self.pipe();
+                    if !matches!(pipe.state, PipeState::Open) {
+                        return Poll::Ready(Err(pipe.stdin_error()));
+                    }
+                    match pipe.inner.poll_splice_from(cx, file, want) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready(Ok(n)) => Poll::Ready(Ok(n)),
+                        Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::BrokenPipe => {
+                            pipe.fail(e);
+                            Poll::Ready(Err(pipe.stdin_error()))
+                        }
+                        // The file side refused (a filesystem without
+                        // splice support, a read error): copy instead,
+                        // which reports read errors as such.
+                        Poll::Ready(Err(e)) => {
+                            tracing::debug!(error = %e, "splice refused; copying");
+                            Poll::Ready(Ok(None))
+                        }
+                    }
+                })
+                .await?;
+                match spliced {
+                    Some(0) => return Ok(len - left),
+                    Some(n) => left -= n as u64,
+                    None => break,
+                }
+            }
+        }
+        while left > 0 {
+            let room = poll_fn(|cx| self.pipe().poll_room(cx)).await;
+            let want = usize::try_from(left)
+                .unwrap_or(usize::MAX)
+                .min(room)
+                .min(CHUNK);
+            let mut buf = vec![0u8; want];
+            let n = loop {
+                match (&*file).read(&mut buf) {
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    other => break other.map_err(SendFail::Read)?,
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            buf.truncate(n);
+            let mut pipe = self.pipe();
+            if !matches!(pipe.state, PipeState::Open) {
+                return Err(pipe.stdin_error());
+            }
+            pipe.push(Bytes::from(buf));
+            left -= n as u64;
+        }
+        Ok(len - left)
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for ExecStdin {
+    async fn ready(&mut self) {
+        poll_fn(|cx| self.pipe().poll_room(cx).map(|_| ())).await
+    }
+}
+
+impl OutputStream for ExecStdin {
+    fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
+        let mut pipe = self.pipe();
+        pipe.state.check()?;
+        if bytes.len() > STDIN_QUEUE - pipe.queued {
+            return Err(StreamError::trap("write exceeded the check-write permit"));
+        }
+        pipe.push(bytes);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        let mut pipe = self.pipe();
+        pipe.state.check()?;
+        pipe.flush_pending = true;
+        pipe.drain_now();
+        Ok(())
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        let mut pipe = self.pipe();
+        if pipe.flush_pending || pipe.queued >= STDIN_QUEUE {
+            pipe.drain_now();
+        }
+        pipe.state.check()?;
+        if pipe.flush_pending {
+            return Ok(0);
+        }
+        Ok(STDIN_QUEUE - pipe.queued)
+    }
+}
+
+/// A sandbox's stdout, read from the calling task in chunks of up to
+/// 1 MiB and handed out in whatever sizes the guest asks for.
+pub struct ExecStdout {
+    inner: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    buf: BytesMut,
+    eof: bool,
+    state: PipeState,
+}
+
+impl ExecStdout {
+    pub fn new(inner: Box<dyn tokio::io::AsyncRead + Send + Unpin>) -> Self {
+        ExecStdout {
+            inner,
+            buf: BytesMut::new(),
+            eof: false,
+            state: PipeState::Open,
+        }
+    }
+
+    /// Reads once into the buffer. Ready means data, EOF or an error.
+    fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<()> {
+        if !self.buf.is_empty() || self.eof || !matches!(self.state, PipeState::Open) {
+            return Poll::Ready(());
+        }
+        self.buf.reserve(want.clamp(1, CHUNK));
+        match tokio_util::io::poll_read_buf(Pin::new(&mut *self.inner), cx, &mut self.buf) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(Ok(0)) => {
+                self.eof = true;
+                Poll::Ready(())
+            }
+            Poll::Ready(Ok(_)) => Poll::Ready(()),
+            Poll::Ready(Err(e)) => {
+                self.state = PipeState::Failed(Some(e));
+                Poll::Ready(())
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Pollable for ExecStdout {
+    async fn ready(&mut self) {
+        poll_fn(|cx| self.poll_fill(cx, CHUNK)).await
+    }
+}
+
+impl InputStream for ExecStdout {
+    fn read(&mut self, size: usize) -> StreamResult<Bytes> {
+        if self.buf.is_empty() && !self.eof {
+            let _ = self.poll_fill(&mut Context::from_waker(Waker::noop()), size.max(64 << 10));
+        }
+        if !self.buf.is_empty() {
+            let n = size.min(self.buf.len());
+            return Ok(self.buf.split_to(n).freeze());
+        }
+        self.state.check()?;
+        if self.eof {
+            return Err(StreamError::Closed);
+        }
+        Ok(Bytes::new())
+    }
+}
