@@ -437,6 +437,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     tracing::trace!(%peer, "connection");
+                    // As the API server does (Go enables TCP_NODELAY by default).
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::debug!(error = %e, "set_nodelay failed");
+                    }
                     connections.spawn(handle_connection(stream, Arc::clone(&shared)));
                 }
                 Err(e) => {

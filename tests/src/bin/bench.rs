@@ -2,12 +2,16 @@
 //! contender on each side by side in one run, and writes `BENCHMARKS.md`
 //! and `benchmarks.svg`.
 //!
-//! Contenders (sync-in, host -> a local sandbox on this machine):
+//! Contenders (sync-in and sync-out between the host and a local sandbox on
+//! this machine):
 //! - `tar-stream`: the `sandbox-sync` binary with the embedded component;
+//! - `tar-stream-kube`: the same, through the real `kube` client and the
+//!   Kubernetes exec protocol (WebSocket v5) served in-process by
+//!   `sandbox_sync_tests::k8s_server`, whose execs run this machine's `sh`;
 //! - `base64-fallback`: the same binary loading the fallback component;
 //! - `raw-pipe`: `tar -c | tar -x` on the same files — the physical limit;
-//! - `naive-per-file`: one exec per file (`sh -c 'cat > f'`), as the
-//!   pre-native loops did.
+//! - `naive-per-file`: one exec per file (`sh -c 'cat > f'` in, `cat f`
+//!   out), as the pre-native loops did.
 //!
 //! `--exec-latency-ms` delays each exec start (API-server round trip); the
 //! raw pipe and the naive loop pay it once per exec too.
@@ -21,6 +25,11 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use sandbox_sync_tests::k8s_server::{HostCommands, K8sExecServer, ServerConfig};
+
+/// The pod the in-process Kubernetes exec endpoint serves.
+const KUBE_NS: &str = "sandboxes";
+const KUBE_POD: &str = "agent-pod";
 
 struct Args {
     quick: bool,
@@ -118,6 +127,8 @@ struct Workload {
     files: u64,
     /// Number of successive syncs (W9), each of one file.
     repeat: usize,
+    /// Sandbox -> host (`source` then lives in the sandbox's remote dir).
+    out: bool,
 }
 
 fn count(dir: &Path) -> (u64, u64) {
@@ -190,6 +201,7 @@ fn generate(a: &Args) -> Result<Vec<Workload>> {
             bytes: big,
             files: 1,
             repeat: 1,
+            out: false,
         },
         Workload {
             id: "W2",
@@ -199,6 +211,7 @@ fn generate(a: &Args) -> Result<Vec<Workload>> {
             bytes: big,
             files: 1,
             repeat: 1,
+            out: false,
         },
         Workload {
             id: "W3",
@@ -208,6 +221,7 @@ fn generate(a: &Args) -> Result<Vec<Workload>> {
             bytes: b3,
             files: f3,
             repeat: 1,
+            out: false,
         },
         Workload {
             id: "W4",
@@ -217,6 +231,7 @@ fn generate(a: &Args) -> Result<Vec<Workload>> {
             bytes: b4,
             files: f4,
             repeat: 1,
+            out: false,
         },
         Workload {
             id: "W9",
@@ -226,6 +241,29 @@ fn generate(a: &Args) -> Result<Vec<Workload>> {
             bytes: 4096 * 100,
             files: 100,
             repeat: 100,
+            out: false,
+        },
+        // Sync-out reads the same sources, seen as the sandbox's files: the
+        // sandbox's remote dir is the sources directory.
+        Workload {
+            id: "W10a",
+            title: format!("sync-out: 1 x {} random", human(big)),
+            source: src.join("w1-random.bin"),
+            kind: "file",
+            bytes: big,
+            files: 1,
+            repeat: 1,
+            out: true,
+        },
+        Workload {
+            id: "W10b",
+            title: format!("sync-out: {f3} x 4 KiB"),
+            source: src.join("w3"),
+            kind: "directory",
+            bytes: b3,
+            files: f3,
+            repeat: 1,
+            out: true,
         },
     ])
 }
@@ -310,24 +348,57 @@ fn execs_of(stderr: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn run_component(a: &Args, w: &Workload, latency: u64, fallback: bool) -> Result<Sample> {
-    let remote = a.work.join("remote");
-    reset(&remote)?;
-    let ops = ops_file(&a.work, w, &format!("{}/target", remote.display()))?;
+/// Which provider and transport a `sandbox-sync` run uses.
+#[derive(Clone, Copy)]
+enum Variant<'a> {
+    TarStream,
+    Fallback,
+    /// Through the kube backend with this kubeconfig.
+    Kube(&'a Path),
+}
+
+fn run_component(a: &Args, w: &Workload, latency: u64, variant: Variant<'_>) -> Result<Sample> {
+    let (remote, target) = if w.out {
+        let host = a.work.join("host-out");
+        reset(&host)?;
+        (a.work.join("src"), host.join("target"))
+    } else {
+        let remote = a.work.join("remote");
+        reset(&remote)?;
+        let target = remote.join("target");
+        (remote, target)
+    };
+    let ops = ops_file(&a.work, w, &target.to_string_lossy())?;
     let mut total = Duration::ZERO;
     let mut rss = 0;
     let mut execs = 0;
     for _ in 0..w.repeat {
         let mut cmd = Command::new(&a.bin);
-        cmd.args(["sync-in", "--remote-dir"])
+        cmd.arg(if w.out { "sync-out" } else { "sync-in" })
+            .arg("--remote-dir")
             .arg(&remote)
             .arg("--ops")
             .arg(&ops)
             .arg("--exec-latency-ms")
             .arg(latency.to_string())
             .env("RUST_LOG", "info");
-        if fallback {
-            cmd.arg("--component").arg(&a.fallback);
+        match variant {
+            Variant::TarStream => {}
+            Variant::Fallback => {
+                cmd.arg("--component").arg(&a.fallback);
+            }
+            Variant::Kube(kubeconfig) => {
+                cmd.args([
+                    "--backend",
+                    "kube",
+                    "--namespace",
+                    KUBE_NS,
+                    "--pod",
+                    KUBE_POD,
+                ])
+                .arg("--kubeconfig")
+                .arg(kubeconfig);
+            }
         }
         let (wall, peak, err) = measure(cmd)?;
         total += wall;
@@ -379,6 +450,15 @@ fn run_raw(a: &Args, w: &Workload, latency: u64) -> Result<Sample> {
 }
 
 fn run_naive(a: &Args, w: &Workload, latency: u64) -> Result<Sample> {
+    // One exec per file: in, the file is the exec's stdin; out, its stdout.
+    let (program, io_name) = if w.out {
+        (
+            "mkdir -p \"$(dirname \"$2\")\" && cat \"$1\" > \"$2\"",
+            "out",
+        )
+    } else {
+        ("mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\"", "in")
+    };
     let dst = a.work.join("naive");
     reset(&dst)?;
     let mut files = Vec::new();
@@ -403,15 +483,15 @@ fn run_naive(a: &Args, w: &Workload, latency: u64) -> Result<Sample> {
                 })
                 .unwrap_or(f);
             std::thread::sleep(Duration::from_millis(latency));
-            let status = Command::new("sh")
-                .args([
-                    "-c",
-                    "mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\"",
-                    "naive",
-                ])
-                .arg(dst.join(rel))
-                .stdin(std::fs::File::open(f)?)
-                .status()?;
+            let mut cmd = Command::new("sh");
+            cmd.args(["-c", program, io_name]);
+            if w.out {
+                // The "sandbox" cats its file; the host writes what arrives.
+                cmd.arg(f).arg(dst.join(rel));
+            } else {
+                cmd.arg(dst.join(rel)).stdin(std::fs::File::open(f)?);
+            }
+            let status = cmd.status()?;
             if !status.success() {
                 bail!("naive exec failed");
             }
@@ -461,26 +541,41 @@ fn main() -> Result<()> {
             .status();
     }
     let workloads = generate(&a)?;
+    // The Kubernetes exec endpoint, served in-process for the whole run.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let server = rt.block_on(K8sExecServer::start(ServerConfig::new(
+        KUBE_NS,
+        KUBE_POD,
+        "agent",
+        HostCommands,
+    )))?;
+    let kubeconfig = a.work.join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig())?;
     let mut rows: Vec<Row> = Vec::new();
     for w in &workloads {
         for &latency in &a.latencies {
             let mut contenders: Vec<(&str, Runner<'_>)> = vec![
                 (
                     "tar-stream",
-                    Box::new(|| run_component(&a, w, latency, false)),
+                    Box::new(|| run_component(&a, w, latency, Variant::TarStream)),
                 ),
                 ("raw-pipe", Box::new(|| run_raw(&a, w, latency))),
             ];
-            // The fallback moves 3 MiB per exec; the naive loop one file per exec.
-            if w.bytes <= (256 << 20) || a.quick {
+            // The test endpoint has no latency knob: kube runs at 0 ms only.
+            if latency == 0 {
                 contenders.push((
-                    "base64-fallback",
-                    Box::new(|| run_component(&a, w, latency, true)),
+                    "tar-stream-kube",
+                    Box::new(|| run_component(&a, w, 0, Variant::Kube(&kubeconfig))),
                 ));
-            } else if latency == 0 {
+            }
+            // The fallback moves 3 MiB per exec; the naive loop one file per exec.
+            if w.bytes <= (256 << 20) || a.quick || latency == 0 {
                 contenders.push((
                     "base64-fallback",
-                    Box::new(|| run_component(&a, w, latency, true)),
+                    Box::new(|| run_component(&a, w, latency, Variant::Fallback)),
                 ));
             }
             if w.files * (latency + 3) <= 60_000 {
@@ -522,6 +617,8 @@ fn main() -> Result<()> {
             }
         }
     }
+    drop(server);
+    drop(rt);
     let inst = instantiation()?;
     let md = report(&a, &workloads, &rows, inst);
     std::fs::write(a.out.join("BENCHMARKS.md"), md)?;
@@ -668,7 +765,12 @@ fn chart(path: &Path, workloads: &[Workload], rows: &[Row]) -> Result<()> {
     use plotters::prelude::*;
     let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
     root.fill(&WHITE)?;
-    let contenders = ["tar-stream", "base64-fallback", "naive-per-file"];
+    let contenders = [
+        "tar-stream",
+        "tar-stream-kube",
+        "base64-fallback",
+        "naive-per-file",
+    ];
     let max_ratio = rows
         .iter()
         .filter(|r| r.latency == 0 && r.contender != "raw-pipe")
@@ -715,7 +817,7 @@ fn chart(path: &Path, workloads: &[Workload], rows: &[Row]) -> Result<()> {
                     .iter()
                     .find(|r| r.workload == w.id && r.latency == 0 && r.contender == "raw-pipe")?;
                 Some((
-                    wi as f64 + 0.15 + ci as f64 * 0.25,
+                    wi as f64 + 0.1 + ci as f64 * 0.2,
                     r.median().as_secs_f64() / raw.median().as_secs_f64(),
                 ))
             })
@@ -723,7 +825,7 @@ fn chart(path: &Path, workloads: &[Workload], rows: &[Row]) -> Result<()> {
         chart
             .draw_series(
                 bars.iter()
-                    .map(|&(x, y)| Rectangle::new([(x, 0.5), (x + 0.2, y)], color.filled())),
+                    .map(|&(x, y)| Rectangle::new([(x, 0.5), (x + 0.18, y)], color.filled())),
             )?
             .label(*c)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
