@@ -366,7 +366,12 @@ impl KubeBackend {
             config.proxy_url = None;
         }
         let namespace = namespace.unwrap_or_else(|| config.default_namespace.clone());
-        let client = Client::try_from(config).map_err(KubeError::BuildClient)?;
+        let client = if config.proxy_url.is_none() {
+            nodelay_client(&config)
+        } else {
+            Client::try_from(config)
+        }
+        .map_err(KubeError::BuildClient)?;
         Ok(Self::new(client, namespace, pod, container))
     }
 
@@ -475,6 +480,33 @@ impl KubeBackend {
                 source,
             })
     }
+}
+
+/// A client whose connections set `TCP_NODELAY`.
+///
+/// kube-rs forwards stdin in 4 KiB WebSocket frames (its `ReaderStream`),
+/// each far below the MSS; with Nagle on, every frame after the first
+/// waits for the server's delayed ACK, about 40 ms per sync. kube's own
+/// builder hard-codes its connector, so this builds the client the way
+/// kube documents for custom clients: its TLS, base-URI, auth and
+/// extra-header layers over a connector with `nodelay`. Proxied configs
+/// keep kube's builder, which owns proxy support.
+fn nodelay_client(config: &Config) -> Result<Client, kube::Error> {
+    use kube::client::ConfigExt;
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    http.set_connect_timeout(config.connect_timeout);
+    let https = config.rustls_https_connector_with_connector(http)?;
+    let hyper = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .build(https);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(config.auth_layer()?)
+        .layer(config.extra_headers_layer()?)
+        .map_err(tower::BoxError::from)
+        .service(hyper);
+    Ok(Client::new(service, config.default_namespace.clone()))
 }
 
 /// True when the API server's host (`Config::cluster_url.host()`) is this
