@@ -25,8 +25,8 @@ use crate::SyncError;
 
 /// The constant `sh -c` program every exec starts with.
 pub const BOOTSTRAP: &str =
-    "if head --version 2>/dev/null | grep -q GNU; then _ss_s=$(head -c \"$1\"); \
-else _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null); fi || exit 70; eval \"$_ss_s\"";
+    "case $(head --version 2>/dev/null) in *GNU*) _ss_s=$(head -c \"$1\");; \
+*) _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null);; esac || exit 70; eval \"$_ss_s\"";
 
 /// `$0` of the bootstrap shell.
 pub const ARGV0: &str = "sandbox-sync";
@@ -81,7 +81,7 @@ pub mod exit {
 
 const LIBRARY: &str = r#"set -u
 unset TAR_OPTIONS
-if tar --version 2>/dev/null | grep -q 'GNU tar'; then _ss_gnutar=1; else _ss_gnutar=0; fi
+case $(tar --version 2>/dev/null) in *'GNU tar'*) _ss_gnutar=1;; *) _ss_gnutar=0;; esac
 _ss_die() { printf 'sandbox-sync: %s\n' "$2" >&2; exit "$1"; }
 if command -v realpath >/dev/null 2>&1; then _ss_resolve() { realpath "$1"; }
 elif command -v readlink >/dev/null 2>&1; then _ss_resolve() { readlink -f "$1"; }
@@ -236,7 +236,11 @@ _ss_ofile() {
   _ss_check /proc/self/fd/7
   [ -f /proc/self/fd/7 ] || _ss_die 45 "NOTREG: $1 is not a regular file"
   rm -f /proc/self/fd/9/f
-  cp /proc/self/fd/7 /proc/self/fd/9/f || _ss_die 43 "snapshot copy of $1 failed"
+  # A hard link to the pinned file names it for tar without copying it; a
+  # copy where linking is refused (another filesystem, protected_hardlinks,
+  # a BusyBox ln without -L).
+  ln -L /proc/self/fd/7 /proc/self/fd/9/f 2>/dev/null \
+    || cp /proc/self/fd/7 /proc/self/fd/9/f || _ss_die 43 "snapshot copy of $1 failed"
   exec 7<&-
   (cd -P /proc/self/fd/9 && exec tar -c -f - f) || _ss_die 43 "archiving $1 failed"
 }
