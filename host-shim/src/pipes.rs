@@ -386,3 +386,201 @@ impl InputStream for ExecStdout {
         Ok(Bytes::new())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use tokio::io::AsyncReadExt;
+    use tokio::net::unix::pipe;
+
+    use super::*;
+    use crate::exec::local::PipeStdin;
+
+    /// A stdin that cannot splice: every byte goes through the copy path.
+    impl SandboxStdin for tokio::io::DuplexStream {}
+
+    fn pipe_stdin() -> (ExecStdin, pipe::Receiver) {
+        let (tx, rx) = pipe::pipe().unwrap();
+        (ExecStdin::new(Box::new(PipeStdin::from_sender(tx))), rx)
+    }
+
+    fn random_file(len: usize) -> (tempfile::NamedTempFile, Vec<u8>) {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let data: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        f.write_all(&data).unwrap();
+        // `send_file` reads from the file's offset, as from a fresh open.
+        std::io::Seek::rewind(&mut f).unwrap();
+        (f, data)
+    }
+
+    async fn read_all(mut rx: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
+        let mut out = Vec::new();
+        rx.read_to_end(&mut out).await.unwrap();
+        out
+    }
+
+    /// Flushes everything queued so far and closes the pipe.
+    async fn finish(stdin: ExecStdin) {
+        let mut out = stdin;
+        out.flush().unwrap();
+        out.ready().await;
+    }
+
+    #[tokio::test]
+    async fn small_writes_wait_for_flush_and_leave_in_order() {
+        let (mut stdin, rx) = pipe_stdin();
+        for chunk in [&b"header"[..], b"", b"-body-", b"padding"] {
+            assert!(stdin.check_write().unwrap() >= chunk.len());
+            stdin.write(Bytes::copy_from_slice(chunk)).unwrap();
+        }
+        let mut probe = [0u8; 64];
+        assert_eq!(
+            rx.try_read(&mut probe).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock,
+            "small writes must be queued until a flush"
+        );
+        stdin.flush().unwrap();
+        stdin.ready().await;
+        assert_eq!(stdin.check_write().unwrap(), STDIN_QUEUE);
+        drop(stdin);
+        assert_eq!(read_all(rx).await, b"header-body-padding");
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_asks_the_writer_to_wait() {
+        let (mut stdin, rx) = pipe_stdin();
+        let reader = tokio::spawn(read_all(rx));
+        let mut sent = 0usize;
+        let mut expected = Vec::new();
+        while sent < 8 * STDIN_QUEUE {
+            let permit = stdin.check_write().unwrap();
+            if permit == 0 {
+                stdin.ready().await;
+                continue;
+            }
+            let n = permit.min(100_000);
+            let chunk = vec![(sent % 251) as u8; n];
+            expected.extend_from_slice(&chunk);
+            stdin.write(Bytes::from(chunk)).unwrap();
+            sent += n;
+        }
+        let permit = stdin.check_write().unwrap();
+        assert!(
+            stdin.write(Bytes::from(vec![0; permit + 1])).is_err(),
+            "writing past the permit is refused"
+        );
+        finish(stdin).await;
+        assert!(reader.await.unwrap() == expected);
+    }
+
+    #[tokio::test]
+    async fn large_files_arrive_exactly_after_queued_bytes() {
+        let (stdin, rx) = pipe_stdin();
+        let reader = tokio::spawn(read_all(rx));
+        let (file, data) = random_file(3 * CHUNK + 12_345);
+        stdin
+            .write_all(Bytes::from_static(b"prefix"))
+            .await
+            .unwrap();
+        let moved = stdin
+            .send_file(file.as_file(), data.len() as u64)
+            .await
+            .unwrap();
+        assert_eq!(moved, data.len() as u64);
+        stdin
+            .write_all(Bytes::from_static(b"suffix"))
+            .await
+            .unwrap();
+        finish(stdin).await;
+        let got = reader.await.unwrap();
+        assert_eq!(&got[..6], b"prefix");
+        assert!(got[6..6 + data.len()] == data[..], "file bytes differ");
+        assert_eq!(&got[6 + data.len()..], b"suffix");
+    }
+
+    #[tokio::test]
+    async fn a_short_file_reports_how_much_it_had() {
+        // Below and above the splice threshold.
+        for len in [1000, 200 << 10] {
+            let (stdin, rx) = pipe_stdin();
+            let reader = tokio::spawn(read_all(rx));
+            let (file, data) = random_file(len);
+            let moved = stdin
+                .send_file(file.as_file(), len as u64 + 4096)
+                .await
+                .unwrap();
+            assert_eq!(moved, len as u64);
+            finish(stdin).await;
+            assert!(reader.await.unwrap() == data);
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stdin_that_cannot_splice_gets_copies() {
+        let (tx, rx) = tokio::io::duplex(64 << 10);
+        let stdin = ExecStdin::new(Box::new(tx));
+        let reader = tokio::spawn(read_all(rx));
+        let (file, data) = random_file(2 * CHUNK + 7);
+        let moved = stdin
+            .send_file(file.as_file(), data.len() as u64)
+            .await
+            .unwrap();
+        assert_eq!(moved, data.len() as u64);
+        finish(stdin).await;
+        assert!(reader.await.unwrap() == data);
+    }
+
+    #[tokio::test]
+    async fn a_closed_pipe_fails_loud() {
+        // Spliced: the send itself fails.
+        let (stdin, rx) = pipe_stdin();
+        drop(rx);
+        let (file, _) = random_file(1 << 20);
+        assert!(matches!(
+            stdin.send_file(file.as_file(), 1 << 20).await,
+            Err(SendFail::Stdin(_))
+        ));
+        // Queued: the flush finds the pipe closed.
+        let (stdin, rx) = pipe_stdin();
+        drop(rx);
+        let (file, _) = random_file(4096);
+        assert_eq!(stdin.send_file(file.as_file(), 4096).await.unwrap(), 4096);
+        let mut out = stdin;
+        let _ = out.flush();
+        out.ready().await;
+        assert!(matches!(out.check_write(), Err(StreamError::Closed)));
+    }
+
+    #[tokio::test]
+    async fn stdout_serves_small_reads_from_one_read_then_closes() {
+        let (mut tx, rx) = tokio::io::duplex(1 << 20);
+        let payload: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+        tokio::io::AsyncWriteExt::write_all(&mut tx, &payload)
+            .await
+            .unwrap();
+        drop(tx);
+        let mut stdout = ExecStdout::new(Box::new(rx));
+        let mut got = Vec::new();
+        loop {
+            stdout.ready().await;
+            match stdout.read(512) {
+                Ok(b) => {
+                    assert!(b.len() <= 512);
+                    got.extend_from_slice(&b);
+                }
+                Err(StreamError::Closed) => break,
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(got, payload);
+    }
+}

@@ -246,9 +246,14 @@ fn widen_pipe(pipe: &impl std::os::fd::AsFd) {
 
 /// The sandbox's stdin pipe, registered with tokio as a plain pipe so that
 /// host files can be spliced into it.
-struct PipeStdin(tokio::net::unix::pipe::Sender);
+pub(crate) struct PipeStdin(tokio::net::unix::pipe::Sender);
 
 impl PipeStdin {
+    #[cfg(test)]
+    pub(crate) fn from_sender(sender: tokio::net::unix::pipe::Sender) -> Self {
+        PipeStdin(sender)
+    }
+
     fn new(stdin: tokio::process::ChildStdin) -> std::io::Result<Self> {
         let fd = stdin.into_owned_fd()?;
         Ok(PipeStdin(tokio::net::unix::pipe::Sender::from_owned_fd(
