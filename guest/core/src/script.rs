@@ -95,7 +95,9 @@ _ss_check() {
 _ss_confine_ancestor() {
   _ss_a=$1
   while [ ! -e "$_ss_a" ] && [ ! -L "$_ss_a" ]; do
-    _ss_p=$(dirname "$_ss_a"); [ "$_ss_p" = "$_ss_a" ] && break; _ss_a=$_ss_p
+    # dirname without a fork: paths here are absolute and normalized.
+    _ss_p=${_ss_a%/*}; [ -n "$_ss_p" ] || _ss_p=/
+    [ "$_ss_p" = "$_ss_a" ] && break; _ss_a=$_ss_p
   done
   _ss_ar=$(_ss_resolve "$_ss_a") || _ss_die 42 "ESCAPE: cannot resolve $_ss_a"
   _ss_in_root "$_ss_ar" || _ss_die 42 "ESCAPE: $1 has an ancestor outside the remote dir"
@@ -486,7 +488,7 @@ else head -c {archive_len} | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die
             );
             let _ = writeln!(
                 s,
-                "[ \"$(cat /proc/self/fd/9/commit 2>/dev/null)\" = {} ] || _ss_die 50 'archive incomplete: a source changed or the stream was cut'",
+                "_ss_tok=; {{ read -r _ss_tok </proc/self/fd/9/commit; }} 2>/dev/null; [ \"$_ss_tok\" = {} ] || _ss_die 50 'archive incomplete: a source changed or the stream was cut'",
                 sh_quote(token)?
             );
         }
