@@ -15,19 +15,19 @@ fn main() {
         .parent()
         .expect("host-shim lives inside the workspace")
         .to_path_buf();
+    // Relative to this package: checkouts that share a target directory
+    // (CI reuses one) share this script's output, and absolute paths from
+    // another checkout would never change.
     for dir in [
-        "guest/core",
-        "guest/driver",
-        "guest/component",
-        "guest/base64-fallback",
-        "wit",
+        "../guest/core",
+        "../guest/driver",
+        "../guest/component",
+        "../guest/base64-fallback",
+        "../wit",
+        "../Cargo.lock",
     ] {
-        println!("cargo:rerun-if-changed={}", workspace.join(dir).display());
+        println!("cargo:rerun-if-changed={dir}");
     }
-    println!(
-        "cargo:rerun-if-changed={}",
-        workspace.join("Cargo.lock").display()
-    );
     println!("cargo:rerun-if-env-changed=SANDBOX_SYNC_GUEST_TARGET_DIR");
 
     let target_dir = env::var_os("SANDBOX_SYNC_GUEST_TARGET_DIR")

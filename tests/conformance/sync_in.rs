@@ -244,3 +244,57 @@ sandbox_sync_tests::for_each_userland!(
     empty_operations,
     empty_directory_mapping,
 );
+
+/// Runs every exec under `env TAR_OPTIONS=…`, as a pod whose image sets it.
+struct TarOptionsBackend(std::sync::Arc<dyn sandbox_sync_host::exec::ExecBackend>);
+
+impl sandbox_sync_host::exec::ExecBackend for TarOptionsBackend {
+    fn start(
+        &self,
+        mut req: sandbox_sync_host::exec::ExecRequest,
+    ) -> sandbox_sync_host::exec::BoxFuture<
+        '_,
+        Result<sandbox_sync_host::exec::Process, sandbox_sync_host::exec::ExecError>,
+    > {
+        req.argv
+            .splice(0..0, ["env".into(), "TAR_OPTIONS=--exclude=*.txt".into()]);
+        self.0.start(req)
+    }
+
+    fn name(&self) -> &'static str {
+        "tar-options"
+    }
+}
+
+/// GNU tar reads options from `TAR_OPTIONS`; a pod environment that sets
+/// `--exclude` must not make a sync silently drop files in either direction.
+#[test]
+fn pod_tar_options_cannot_drop_files() {
+    let sb = Sandbox::new(Env {
+        userland: Userland::Gnu,
+        transport: Transport::Local,
+    });
+    let backend: std::sync::Arc<dyn sandbox_sync_host::exec::ExecBackend> =
+        std::sync::Arc::new(TarOptionsBackend(sb.backend()));
+    sb.write_host("ws/notes.txt", b"notes");
+    sb.write_host("ws/data.bin", b"data");
+    sb.sync_in_via(
+        &[op("in", vec![dir(sb.host.join("ws"), sb.remote("ws"))])],
+        std::sync::Arc::clone(&backend),
+    )
+    .expect("sync-in");
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("ws/notes.txt")).unwrap(),
+        b"notes"
+    );
+
+    let back = sb.host.join("back");
+    block_on(runtime().sync_out(
+        &[op("out", vec![dir_out(sb.remote("ws"), &back)])],
+        &sb.options(),
+        backend,
+    ))
+    .expect("sync-out");
+    assert_eq!(std::fs::read(back.join("notes.txt")).unwrap(), b"notes");
+    assert_eq!(std::fs::read(back.join("data.bin")).unwrap(), b"data");
+}
