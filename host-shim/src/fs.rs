@@ -195,7 +195,15 @@ impl GrantedDir {
     /// Opens a regular file for reading.
     pub fn open_file(&self, path: &str) -> Result<std::fs::File, FsError> {
         let p = self.rel(path)?;
-        let file = self.dir.open(p).map_err(|e| fs_error(path, &e))?;
+        let mut opts = OpenOptions::new();
+        // A FIFO swapped in after planning must not block the open (it is
+        // refused below); regular files ignore O_NONBLOCK.
+        opts.read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+        let file = self
+            .dir
+            .open_with(p, &opts)
+            .map_err(|e| fs_error(path, &e))?;
         let meta = file.metadata().map_err(|e| fs_error(path, &e))?;
         if !meta.is_file() {
             return Err(FsError::Io(format!("{path} is not a regular file")));

@@ -167,3 +167,45 @@ fn hostile_stream_is_refused() {
         "staging removed, nothing promoted"
     );
 }
+
+/// A planned file replaced by a FIFO before it is sent: the host must not
+/// block opening it (no writer will ever come); the sync fails as
+/// source-changed well before its deadline.
+#[test]
+fn source_swapped_for_a_fifo_does_not_hang() {
+    let sb = Sandbox::new(Env {
+        userland: Userland::Gnu,
+        transport: Transport::Local,
+    });
+    let src = sb.write_host("ws/data.bin", &vec![7u8; 4096]);
+    let swapper = {
+        let src = src.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            std::fs::remove_file(&src).unwrap();
+            let ok = std::process::Command::new("mkfifo")
+                .arg(&src)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "mkfifo");
+        })
+    };
+    let mut opts = sb.options();
+    opts.timeout = Duration::from_secs(20);
+    let started = std::time::Instant::now();
+    let err = block_on(runtime().sync_in(
+        &[op("o", vec![dir(sb.host.join("ws"), sb.remote("ws"))])],
+        &opts,
+        sb.slow_backend(Duration::from_millis(1500)),
+    ))
+    .unwrap_err();
+    swapper.join().unwrap();
+    assert_eq!(err.error.kind, ErrorKind::SourceChanged, "{}", err.error);
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "it waited for the deadline"
+    );
+    assert!(!sb.remote_on_host("ws").exists());
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}

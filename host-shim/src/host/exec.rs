@@ -7,6 +7,7 @@ use std::time::Duration;
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
+use crate::bindings::host_fs::FsError;
 use crate::bindings::sandbox_exec::{
     ExecOptions, ExecStatus, FileSend, Host, HostExecution, SendError,
 };
@@ -103,8 +104,10 @@ impl HostExecution for ShimState {
                     f.path
                 ))
             };
-            let Ok(file) = self.table.get(&source)?.open_file(&f.path) else {
-                return Ok(Err(changed("disappeared")));
+            let file = match self.table.get(&source)?.open_file(&f.path) {
+                Ok(file) => file,
+                Err(FsError::NotFound(_)) => return Ok(Err(changed("disappeared"))),
+                Err(_) => return Ok(Err(changed("was replaced"))),
             };
             match pipe.send_file(&file, f.size).await {
                 Ok(n) if n < f.size => return Ok(Err(changed("shrank"))),
