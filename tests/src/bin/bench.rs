@@ -654,6 +654,7 @@ fn report(
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
         a.runs);
+    let _ = writeln!(s, "Contenders: `tar-stream` (this provider, local backend); `tar-stream-kube` (the same through the kube client and the Kubernetes exec protocol, WebSocket v5, served in-process on this machine by the test exec endpoint; 0 ms only); `base64-fallback` (the second provider component); `raw-pipe`; `naive-per-file` (one `sh -c 'cat > f'` exec per file, or `cat f` out; for a single file that is a plain local copy). W10 is sync-out (sandbox -> host); every other workload is sync-in.\n");
     for w in workloads {
         let _ = writeln!(s, "## {} — {}\n", w.id, w.title);
         let _ = writeln!(s, "| contender | exec latency | median | min-max | MB/s | files/s | execs/sync | bytes on wire | peak RSS | vs raw pipe |");
