@@ -102,19 +102,7 @@ impl GrantedDir {
             self.dir.symlink_metadata(p)
         };
         let meta = meta.map_err(|e| fs_error(path, &e))?;
-        let link_target = if meta.file_type().is_symlink() {
-            let t = self
-                .dir
-                .read_link_contents(p)
-                .map_err(|e| fs_error(path, &e))?;
-            Some(
-                t.into_os_string()
-                    .into_string()
-                    .map_err(|t| FsError::InvalidName(format!("link target {t:?} is not UTF-8")))?,
-            )
-        } else {
-            None
-        };
+        let link_target = link_target(&self.dir, p, &meta, path)?;
         Ok(to_metadata(&meta, link_target))
     }
 
@@ -130,18 +118,23 @@ impl GrantedDir {
             .map_err(|e| fs_error(path, &e))
     }
 
+    /// An entry name of directory `dir` as a string (WIT names are UTF-8).
+    fn entry_name(&self, dir: &Path, name: std::ffi::OsString) -> Result<String, FsError> {
+        name.into_string().map_err(|n| {
+            FsError::InvalidName(format!(
+                "{n:?} in {} is not UTF-8",
+                self.path.join(dir).display()
+            ))
+        })
+    }
+
     /// Directory entries sorted by name.
     pub fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
         let p = self.rel(path)?;
         let mut out = Vec::new();
         for entry in self.dir.read_dir(p).map_err(|e| fs_error(path, &e))? {
             let entry = entry.map_err(|e| fs_error(path, &e))?;
-            let name = entry.file_name().into_string().map_err(|n| {
-                FsError::InvalidName(format!(
-                    "{n:?} in {} is not UTF-8",
-                    self.path.join(p).display()
-                ))
-            })?;
+            let name = self.entry_name(p, entry.file_name())?;
             let ft = entry.file_type().map_err(|e| fs_error(&name, &e))?;
             out.push(DirEntry {
                 name,
@@ -165,24 +158,9 @@ impl GrantedDir {
         let mut out = Vec::new();
         for entry in dir.entries().map_err(|e| fs_error(path, &e))? {
             let entry = entry.map_err(|e| fs_error(path, &e))?;
-            let name = entry.file_name().into_string().map_err(|n| {
-                FsError::InvalidName(format!(
-                    "{n:?} in {} is not UTF-8",
-                    self.path.join(p).display()
-                ))
-            })?;
+            let name = self.entry_name(p, entry.file_name())?;
             let meta = entry.metadata().map_err(|e| fs_error(&name, &e))?;
-            let link_target =
-                if meta.file_type().is_symlink() {
-                    let t = dir
-                        .read_link_contents(&name)
-                        .map_err(|e| fs_error(&name, &e))?;
-                    Some(t.into_os_string().into_string().map_err(|t| {
-                        FsError::InvalidName(format!("link target {t:?} is not UTF-8"))
-                    })?)
-                } else {
-                    None
-                };
+            let link_target = link_target(&dir, Path::new(&name), &meta, &name)?;
             out.push(DirEntryStat {
                 metadata: to_metadata(&meta, link_target),
                 name,
@@ -351,6 +329,25 @@ fn to_metadata(m: &cap_std::fs::Metadata, link_target: Option<String>) -> Metada
         inode: m.ino(),
         link_target,
     }
+}
+
+/// The target of `path` in `dir` when `meta` says it is a symlink.
+fn link_target(
+    dir: &Dir,
+    path: &Path,
+    meta: &cap_std::fs::Metadata,
+    shown: &str,
+) -> Result<Option<String>, FsError> {
+    if !meta.file_type().is_symlink() {
+        return Ok(None);
+    }
+    let t = dir
+        .read_link_contents(path)
+        .map_err(|e| fs_error(shown, &e))?;
+    t.into_os_string()
+        .into_string()
+        .map(Some)
+        .map_err(|t| FsError::InvalidName(format!("link target {t:?} is not UTF-8")))
 }
 
 fn fs_error(path: &str, e: &io::Error) -> FsError {

@@ -161,6 +161,14 @@ impl StdinPipe {
         }
     }
 
+    /// Fails with the pipe's error once it no longer works.
+    fn ensure_open(&mut self) -> Result<(), SendFail> {
+        match self.state {
+            PipeState::Open => Ok(()),
+            PipeState::Failed(_) => Err(self.stdin_error()),
+        }
+    }
+
     fn stdin_error(&mut self) -> SendFail {
         SendFail::Stdin(match self.state.check() {
             Err(StreamError::LastOperationFailed(e)) => format!("{e:#}"),
@@ -208,13 +216,22 @@ impl ExecStdin {
     /// Queues `bytes`, waiting for room as needed.
     pub async fn write_all(&self, mut bytes: Bytes) -> Result<(), SendFail> {
         while !bytes.is_empty() {
-            let room = poll_fn(|cx| self.pipe().poll_room(cx)).await;
-            let mut pipe = self.pipe();
-            if !matches!(pipe.state, PipeState::Open) {
-                return Err(pipe.stdin_error());
-            }
-            pipe.push(bytes.split_to(room.min(bytes.len())));
+            let room = self.room().await;
+            self.queue(bytes.split_to(room.min(bytes.len())))?;
         }
+        Ok(())
+    }
+
+    /// Waits until the queue has room (or the pipe failed) and says how much.
+    async fn room(&self) -> usize {
+        poll_fn(|cx| self.pipe().poll_room(cx)).await
+    }
+
+    /// Queues `bytes`, which must fit the room [`ExecStdin::room`] reported.
+    fn queue(&self, bytes: Bytes) -> Result<(), SendFail> {
+        let mut pipe = self.pipe();
+        pipe.ensure_open()?;
+        pipe.push(bytes);
         Ok(())
     }
 
@@ -229,8 +246,8 @@ impl ExecStdin {
                 let want = usize::try_from(left).unwrap_or(usize::MAX).min(CHUNK);
                 let spliced = poll_fn(|cx| {
                     let mut pipe = self.pipe();
-                    if !matches!(pipe.state, PipeState::Open) {
-                        return Poll::Ready(Err(pipe.stdin_error()));
+                    if let Err(e) = pipe.ensure_open() {
+                        return Poll::Ready(Err(e));
                     }
                     match pipe.inner.poll_splice_from(cx, file, want) {
                         Poll::Pending => Poll::Pending,
@@ -257,7 +274,7 @@ impl ExecStdin {
             }
         }
         while left > 0 {
-            let room = poll_fn(|cx| self.pipe().poll_room(cx)).await;
+            let room = self.room().await;
             let want = usize::try_from(left)
                 .unwrap_or(usize::MAX)
                 .min(room)
@@ -273,11 +290,7 @@ impl ExecStdin {
                 break;
             }
             buf.truncate(n);
-            let mut pipe = self.pipe();
-            if !matches!(pipe.state, PipeState::Open) {
-                return Err(pipe.stdin_error());
-            }
-            pipe.push(Bytes::from(buf));
+            self.queue(Bytes::from(buf))?;
             left -= n as u64;
         }
         Ok(len - left)
