@@ -225,34 +225,4 @@ fn host_disk_full(u: Env) {
     }
 }
 
-mod gnu {
-    use sandbox_sync_tests::{Env, Transport, Userland};
-    const ENV: Env = Env {
-        userland: Userland::Gnu,
-        transport: Transport::Local,
-    };
-    #[test]
-    fn killed_mid_transfer() {
-        super::killed_mid_transfer(ENV)
-    }
-    #[test]
-    fn host_disk_full() {
-        super::host_disk_full(ENV)
-    }
-}
-
-mod busybox {
-    use sandbox_sync_tests::{Env, Transport, Userland};
-    const ENV: Env = Env {
-        userland: Userland::BusyBox,
-        transport: Transport::Local,
-    };
-    #[test]
-    fn killed_mid_transfer() {
-        super::killed_mid_transfer(ENV)
-    }
-    #[test]
-    fn host_disk_full() {
-        super::host_disk_full(ENV)
-    }
-}
+sandbox_sync_tests::for_each_userland!(local: killed_mid_transfer, host_disk_full);

@@ -144,36 +144,4 @@ fn racing_sync_out(u: Env) {
     eprintln!("{u:?}: {ok} delivered, {refused} refused");
 }
 
-mod gnu {
-    #[test]
-    fn racing_sync_in() {
-        super::racing_sync_in(sandbox_sync_tests::Env {
-            userland: sandbox_sync_tests::Userland::Gnu,
-            transport: sandbox_sync_tests::Transport::Local,
-        })
-    }
-    #[test]
-    fn racing_sync_out() {
-        super::racing_sync_out(sandbox_sync_tests::Env {
-            userland: sandbox_sync_tests::Userland::Gnu,
-            transport: sandbox_sync_tests::Transport::Local,
-        })
-    }
-}
-
-mod busybox {
-    #[test]
-    fn racing_sync_in() {
-        super::racing_sync_in(sandbox_sync_tests::Env {
-            userland: sandbox_sync_tests::Userland::BusyBox,
-            transport: sandbox_sync_tests::Transport::Local,
-        })
-    }
-    #[test]
-    fn racing_sync_out() {
-        super::racing_sync_out(sandbox_sync_tests::Env {
-            userland: sandbox_sync_tests::Userland::BusyBox,
-            transport: sandbox_sync_tests::Transport::Local,
-        })
-    }
-}
+sandbox_sync_tests::for_each_userland!(local: racing_sync_in, racing_sync_out);

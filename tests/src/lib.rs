@@ -536,9 +536,15 @@ pub fn mode(p: &Path) -> u32 {
 
 /// Defines each conformance test once per environment: GNU and BusyBox over
 /// the local backend, and over the kube backend with the v4 (GNU) and v5
-/// (BusyBox) subprotocols.
+/// (BusyBox) subprotocols. `local: a, b` defines them over the local
+/// backend only, for tests that reach into the sandbox's processes or the
+/// host's filesystem.
 #[macro_export]
 macro_rules! for_each_userland {
+    (local: $($name:ident),* $(,)?) => {
+        $crate::for_each_userland!(@env gnu, Gnu, Local; $($name),*);
+        $crate::for_each_userland!(@env busybox, BusyBox, Local; $($name),*);
+    };
     ($($name:ident),* $(,)?) => {
         $crate::for_each_userland!(@env gnu, Gnu, Local; $($name),*);
         $crate::for_each_userland!(@env busybox, BusyBox, Local; $($name),*);
