@@ -214,7 +214,94 @@ fn reserved_scratch_names_are_refused(u: Env) {
     assert_confinement(&err, 0);
 }
 
+/// Issue 11.4: a control character in any sandbox path is an
+/// `invalid-request` before any exec (a `$(...)` would strip a trailing
+/// newline and the sync would write to another directory).
+fn control_characters_in_sandbox_paths_are_refused(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("f", b"x");
+    let assert_invalid = |r: Result<SyncOutcome, Failed>, what: &str| {
+        let err = r.expect_err(what);
+        assert_eq!(
+            err.error.kind,
+            ErrorKind::InvalidRequest,
+            "{what}: {}",
+            err.error
+        );
+        assert_eq!(err.execs, 0, "{what}");
+    };
+    let mut opts = sb.options();
+    opts.remote_dir = format!("{}\n", sb.remote);
+    assert_invalid(
+        sb.sync_in_with(
+            &[op("o", vec![file(&src, format!("{}\n/f", sb.remote))])],
+            &opts,
+        ),
+        "remote dir with a trailing newline",
+    );
+    for bad in ["a\nb", "tab\there", "del\u{7f}", "c1\u{85}", "cr\r"] {
+        assert_invalid(
+            sb.sync_in(&[op("o", vec![file(&src, sb.remote(bad))])]),
+            "target",
+        );
+        assert_invalid(
+            sb.sync_out(&[op(
+                "o",
+                vec![file_out(sb.remote(bad), sb.host.join("back"))],
+            )]),
+            "sync-out source",
+        );
+        let mut c = cmd("true", Some(sb.remote(bad)));
+        c.timeout_ms = None;
+        assert_invalid(
+            sb.sync_in(&[SyncOperation {
+                post_upload_commands: Some(vec![c]),
+                ..op("o", vec![])
+            }]),
+            "command cwd",
+        );
+    }
+    let landed: Vec<_> = std::fs::read_dir(sb.remote_on_host(""))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(landed.is_empty(), "{landed:?}");
+    assert!(sb
+        .on_host(&format!("{}\n", sb.remote))
+        .symlink_metadata()
+        .is_err());
+}
+
+/// Issue 11.4: a remote dir that resolves (through a sandbox symlink) to a
+/// directory whose name ends in a newline is used exactly; the `$(...)`
+/// around `realpath` must not strip it into a sibling directory.
+fn resolved_paths_keep_trailing_newlines(u: Env) {
+    let sb = Sandbox::new(u);
+    for d in ["nl\n", "nl"] {
+        let p = sb.remote_on_host(d);
+        std::fs::create_dir_all(&p).unwrap();
+        sb.give_to_sandbox(&p);
+    }
+    sb.plant_symlink("link", "nl\n");
+    let src = sb.write_host("f", b"exact");
+    let mut opts = sb.options();
+    opts.remote_dir = sb.remote("link");
+    sb.sync_in_with(&[op("o", vec![file(&src, sb.remote("link/f"))])], &opts)
+        .expect("sync-in");
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("nl\n/f")).unwrap(),
+        b"exact"
+    );
+    assert!(
+        !sb.remote_on_host("nl/f").exists(),
+        "the stripped path was written"
+    );
+}
+
 sandbox_sync_tests::for_each_userland!(
+    control_characters_in_sandbox_paths_are_refused,
+    resolved_paths_keep_trailing_newlines,
     rejects_escaping_targets_before_exec,
     accepts_targets_inside,
     refuses_mkdir_through_planted_symlink,

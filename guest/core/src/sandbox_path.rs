@@ -10,8 +10,10 @@ use crate::{SyncError, SCRATCH_PREFIX};
 /// Normalizes the remote dir: absolute, no `..`, no NUL, not `/` itself.
 ///
 /// # Errors
-/// [`crate::ErrorKind::InvalidRequest`] for a relative, traversing or root path.
+/// [`crate::ErrorKind::InvalidRequest`] for a relative, traversing or root
+/// path, or one with control characters.
 pub fn normalize_remote_dir(dir: &str) -> Result<String, SyncError> {
+    refuse_control("remote dir", dir)?;
     let norm = normalize_absolute(dir).ok_or_else(|| {
         SyncError::invalid(format!("remote dir {dir:?} is not a clean absolute path"))
     })?;
@@ -30,9 +32,11 @@ pub fn normalize_remote_dir(dir: &str) -> Result<String, SyncError> {
 /// temp can never collide with a real target.
 ///
 /// # Errors
-/// [`crate::ErrorKind::Confinement`] when the path is relative, contains `..`
-/// or NUL, lies outside `root`, or uses a reserved scratch name.
+/// [`crate::ErrorKind::InvalidRequest`] when the path holds a control
+/// character; [`crate::ErrorKind::Confinement`] when it is relative, contains
+/// `..`, lies outside `root`, or uses a reserved scratch name.
 pub fn confine(root: &str, path: &str, label: &str) -> Result<String, SyncError> {
+    refuse_control(label, path)?;
     let norm = normalize_absolute(path).ok_or_else(|| {
         SyncError::confinement(format!("{label} {path:?} is not a confined absolute path"))
     })?;
@@ -54,6 +58,24 @@ pub fn confine(root: &str, path: &str, label: &str) -> Result<String, SyncError>
         )));
     }
     Ok(norm)
+}
+
+/// Refuses control characters (C0, DEL, C1) in a sandbox path.
+///
+/// A shell's `$(...)` strips trailing newlines and a listing splits on
+/// them, so a name holding one could reach a different path than the one
+/// validated; no real workspace path needs them.
+///
+/// # Errors
+/// [`crate::ErrorKind::InvalidRequest`] naming the first such character.
+pub fn refuse_control(label: &str, path: &str) -> Result<(), SyncError> {
+    match path.chars().find(|c| c.is_control()) {
+        None => Ok(()),
+        Some(c) => Err(SyncError::invalid(format!(
+            "{label} {path:?} contains the control character {:?}",
+            c
+        ))),
+    }
 }
 
 /// Splits a normalized absolute path into its parent and final component.
@@ -110,7 +132,6 @@ mod tests {
             "/etc/passwd",
             "relative/path",
             "/workspacex/a",
-            "/workspace/a\0b",
         ] {
             let err = confine(&root, bad, "target").unwrap_err();
             assert_eq!(err.kind, crate::ErrorKind::Confinement, "{bad}");
@@ -153,6 +174,29 @@ mod tests {
         assert!(normalize_remote_dir("//").is_err());
         assert!(normalize_remote_dir("w").is_err());
         assert!(normalize_remote_dir("/a/../b").is_err());
+    }
+
+    #[test]
+    fn control_characters_are_invalid_requests() {
+        for bad in [
+            "/w/a\n",
+            "/w/a\nb",
+            "/w/\t",
+            "/w/\u{7f}",
+            "/w/\u{85}",
+            "/w/\r",
+        ] {
+            let err = confine("/w", bad, "target").unwrap_err();
+            assert_eq!(err.kind, crate::ErrorKind::InvalidRequest, "{bad:?}");
+            let err = normalize_remote_dir(bad).unwrap_err();
+            assert_eq!(err.kind, crate::ErrorKind::InvalidRequest, "{bad:?}");
+        }
+        // NUL is a control character too.
+        assert_eq!(
+            confine("/w", "/w/a\0", "target").unwrap_err().kind,
+            crate::ErrorKind::InvalidRequest
+        );
+        assert!(confine("/w", "/w/é ü-x", "target").is_ok());
     }
 
     #[test]

@@ -86,10 +86,14 @@ _ss_die() { printf 'sandbox-sync: %s\n' "$2" >&2; exit "$1"; }
 if command -v realpath >/dev/null 2>&1; then _ss_resolve() { realpath "$1"; }
 elif command -v readlink >/dev/null 2>&1; then _ss_resolve() { readlink -f "$1"; }
 else _ss_die 40 'no path canonicalizer (realpath or readlink -f) in the sandbox'; fi
-_ss_root=$(_ss_resolve "$_ss_rootarg") && [ -d "$_ss_root" ] || _ss_die 41 "cannot resolve the remote dir $_ss_rootarg"
+# Resolves $1 into _ss_r exactly. $(...) strips every trailing newline, so
+# a path ending in one would silently become another path: fence the output
+# with an x and take off exactly the x and the one newline the tool added.
+_ss_canon() { _ss_r=$(_ss_resolve "$1" && echo x) || return 1; _ss_r=${_ss_r%?x}; }
+_ss_canon "$_ss_rootarg" && _ss_root=$_ss_r && [ -d "$_ss_root" ] || _ss_die 41 "cannot resolve the remote dir $_ss_rootarg"
 _ss_in_root() { case "$1/" in "$_ss_root"/*) return 0 ;; esac; return 1; }
 _ss_check() {
-  _ss_r=$(_ss_resolve "$1") || _ss_die 42 "ESCAPE: cannot resolve $1"
+  _ss_canon "$1" || _ss_die 42 "ESCAPE: cannot resolve $1"
   _ss_in_root "$_ss_r" || _ss_die 42 "ESCAPE: $1 resolves outside the remote dir"
 }
 _ss_confine_ancestor() {
@@ -99,8 +103,8 @@ _ss_confine_ancestor() {
     _ss_p=${_ss_a%/*}; [ -n "$_ss_p" ] || _ss_p=/
     [ "$_ss_p" = "$_ss_a" ] && break; _ss_a=$_ss_p
   done
-  _ss_ar=$(_ss_resolve "$_ss_a") || _ss_die 42 "ESCAPE: cannot resolve $_ss_a"
-  _ss_in_root "$_ss_ar" || _ss_die 42 "ESCAPE: $1 has an ancestor outside the remote dir"
+  _ss_canon "$_ss_a" || _ss_die 42 "ESCAPE: cannot resolve $_ss_a"
+  _ss_in_root "$_ss_r" || _ss_die 42 "ESCAPE: $1 has an ancestor outside the remote dir"
 }
 _ss_pin() {
   _ss_check "$1"
