@@ -2,77 +2,177 @@
 //!
 //! [`crate::tar_read`] validates members one at a time; this module checks
 //! how they relate: no duplicates (so a link can never be replaced by a file,
-//! nor a directory by a link), no member written through a symlink, hard
-//! links only to earlier regular files, and every symlink resolving inside
-//! the tree once all members are known (chains like `l2 -> l1/..` included).
-//! The check runs on the archive's own model of the tree, which is exact
-//! because extraction always starts from an empty staging directory.
+//! nor a directory by a link), no member written through a symlink or under
+//! a file, hard links only to earlier regular files, no reserved scratch
+//! names, and symlink targets that can never lead outside the tree.
+//!
+//! # Symlinks
+//!
+//! A target must be relative and *normalized*: `..` components only at its
+//! start (`../../lib/x`, never `a/../b`), and no more of them than the link
+//! is deep. Such a link resolves inside the tree whatever its later names
+//! turn out to be: each of them is a directory of the tree, or a link that
+//! was held to the same rule. A `..` after a name is refused even when it
+//! resolves inside today, because a later sync may replace the directory it
+//! climbs out of (a nested target) with a link to somewhere shallower, and
+//! the old link would then climb out of the target. This rule is local, so
+//! checking a link costs its target's length, never a walk of other links.
+//!
+//! # Memory
+//!
+//! The tree is an arena of nodes keyed by (parent, name): each node stores
+//! only its own component, so memory grows with the bytes of names the
+//! archive sent (bounded by `max-metadata-bytes`) and the node count
+//! (bounded by `max-entries`, which counts the parent directories a member
+//! implies as well as the members themselves).
 
-use std::collections::HashMap;
+use std::hash::{Hash, RandomState};
+use std::rc::Rc;
+
+use hashbrown::{Equivalent, HashMap};
 
 use crate::tar_read::{Entry, EntryKind};
-use crate::SyncError;
+use crate::{SyncError, SCRATCH_PREFIX};
 
-/// Most symlinks followed while resolving one path (Linux's MAXSYMLINKS).
-const MAX_LINK_HOPS: usize = 40;
+/// Index of a node in the tree; the root is [`ROOT`].
+pub type NodeId = u32;
+
+/// The tree's root: the target directory itself.
+pub const ROOT: NodeId = 0;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Node {
-    Dir { explicit: bool },
+enum Kind {
+    /// A directory; `mode` is set once an explicit member declared it.
+    Dir {
+        mode: Option<u32>,
+    },
     File,
-    Symlink(String),
+    Symlink(Box<str>),
+}
+
+#[derive(Debug)]
+struct Node {
+    parent: NodeId,
+    depth: u32,
+    name: Rc<str>,
+    kind: Kind,
+}
+
+/// A node's key: its parent and its own name (shared with the node).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Key {
+    parent: NodeId,
+    name: Rc<str>,
+}
+
+/// A borrowed [`Key`] for lookups; hashes exactly like it.
+#[derive(Hash)]
+struct KeyRef<'a> {
+    parent: NodeId,
+    name: &'a str,
+}
+
+impl Equivalent<Key> for KeyRef<'_> {
+    fn equivalent(&self, key: &Key) -> bool {
+        self.parent == key.parent && self.name == &*key.name
+    }
+}
+
+/// What admitting a member means for extraction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted {
+    /// The member's node.
+    pub node: NodeId,
+    /// Components of the member's path, counted from the start, whose
+    /// directories did not exist before this member: every prefix of the
+    /// path ending at component `i` for `i` in `first_new_parent..last`
+    /// must be created (as a directory) before the member itself.
+    pub first_new_parent: usize,
+    /// For a directory member: it already existed as an implied parent,
+    /// so only its mode is new.
+    pub existed: bool,
 }
 
 /// The tree an archive builds, as seen so far.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct TreePolicy {
-    nodes: HashMap<String, Node>,
-    symlinks: Vec<String>,
+    nodes: Vec<Node>,
+    /// Keyed with SipHash under random keys: names come from the sandbox.
+    index: HashMap<Key, NodeId, RandomState>,
+    max_entries: u64,
 }
 
 impl TreePolicy {
-    /// An empty tree.
-    pub fn new() -> Self {
-        Self::default()
+    /// An empty tree that accepts at most `max_entries` nodes (members and
+    /// the parent directories they imply).
+    pub fn new(max_entries: u64) -> Self {
+        TreePolicy {
+            nodes: vec![Node {
+                parent: ROOT,
+                depth: 0,
+                name: Rc::from(""),
+                kind: Kind::Dir { mode: None },
+            }],
+            index: HashMap::with_hasher(RandomState::new()),
+            max_entries,
+        }
     }
 
     /// Checks `e` against the members admitted before it and records it.
     ///
     /// # Errors
     /// [`crate::ErrorKind::UnsafeArchive`] for a duplicate, a member under a
-    /// symlink or a file, a hard link to anything but an earlier regular file,
-    /// or a symlink that escapes the tree as it stands.
-    pub fn admit(&mut self, e: &Entry) -> Result<(), SyncError> {
-        let mut end = 0;
-        while let Some(i) = e.path[end..].find('/') {
-            let ancestor = &e.path[..end + i];
-            match self.nodes.get(ancestor) {
-                None => {
-                    self.nodes
-                        .insert(ancestor.to_owned(), Node::Dir { explicit: false });
-                }
-                Some(Node::Dir { .. }) => {}
-                Some(Node::Symlink(_)) => {
-                    return Err(SyncError::unsafe_archive(format!(
-                        "member {:?} is written through the symlink {ancestor:?}",
-                        e.path
-                    )))
-                }
-                Some(Node::File) => {
-                    return Err(SyncError::unsafe_archive(format!(
-                        "member {:?} is under the non-directory {ancestor:?}",
-                        e.path
-                    )))
-                }
-            }
-            end += i + 1;
+    /// symlink or a file, a hard link to anything but an earlier regular
+    /// file, a reserved scratch name, or a symlink target that is not
+    /// normalized or climbs out of the tree;
+    /// [`crate::ErrorKind::LimitExceeded`] past `max_entries` nodes.
+    pub fn admit(&mut self, e: &Entry) -> Result<Admitted, SyncError> {
+        let comps: Vec<&str> = e.path.split('/').collect();
+        let Some((leaf, parents)) = comps.split_last() else {
+            return Err(SyncError::unsafe_archive("empty member name"));
+        };
+        if let Some(c) = comps.iter().find(|c| c.starts_with(SCRATCH_PREFIX)) {
+            return Err(SyncError::unsafe_archive(format!(
+                "member {:?} uses the reserved scratch name {c:?}",
+                e.path
+            )));
         }
-        let node = match &e.kind {
-            EntryKind::File => Node::File,
-            EntryKind::Dir => Node::Dir { explicit: true },
-            EntryKind::Symlink(t) => Node::Symlink(t.clone()),
-            EntryKind::HardLink(t) => match self.nodes.get(t.as_str()) {
-                Some(Node::File) => Node::File,
+        let mut at = ROOT;
+        let mut first_new_parent = parents.len();
+        for (i, c) in parents.iter().enumerate() {
+            at = match self.child(at, c) {
+                Some(id) => match &self.nodes[id as usize].kind {
+                    Kind::Dir { .. } => id,
+                    Kind::Symlink(_) => {
+                        return Err(SyncError::unsafe_archive(format!(
+                            "member {:?} is written through the symlink {:?}",
+                            e.path,
+                            comps[..=i].join("/")
+                        )))
+                    }
+                    Kind::File => {
+                        return Err(SyncError::unsafe_archive(format!(
+                            "member {:?} is under the non-directory {:?}",
+                            e.path,
+                            comps[..=i].join("/")
+                        )))
+                    }
+                },
+                None => {
+                    first_new_parent = first_new_parent.min(i);
+                    self.insert(at, c, Kind::Dir { mode: None })?
+                }
+            };
+        }
+        let kind = match &e.kind {
+            EntryKind::File => Kind::File,
+            EntryKind::Dir => Kind::Dir { mode: Some(e.mode) },
+            EntryKind::Symlink(t) => {
+                check_target(&e.path, parents.len(), t)?;
+                Kind::Symlink(t.as_str().into())
+            }
+            EntryKind::HardLink(t) => match self.lookup(t) {
+                Some(id) if self.nodes[id as usize].kind == Kind::File => Kind::File,
                 _ => {
                     return Err(SyncError::unsafe_archive(format!(
                         "hard link {:?} -> {t:?} does not point to an earlier regular file",
@@ -81,84 +181,149 @@ impl TreePolicy {
                 }
             },
         };
-        match self.nodes.get(e.path.as_str()) {
-            None => {}
-            Some(Node::Dir { explicit: false }) if node == (Node::Dir { explicit: true }) => {}
-            Some(_) => {
-                return Err(SyncError::unsafe_archive(format!(
-                    "member {:?} appears twice (a later copy would replace the first)",
-                    e.path
-                )))
-            }
-        }
-        let is_link = matches!(node, Node::Symlink(_));
-        self.nodes.insert(e.path.clone(), node);
-        if is_link {
-            self.symlinks.push(e.path.clone());
-            self.check_link(&e.path)?;
-        }
-        Ok(())
+        let (node, existed) = match self.child(at, leaf) {
+            None => (self.insert(at, leaf, kind)?, false),
+            // An implied parent may be declared explicitly later, once.
+            Some(id) => match (&mut self.nodes[id as usize].kind, kind) {
+                (Kind::Dir { mode: m @ None }, Kind::Dir { mode }) => {
+                    *m = mode;
+                    (id, true)
+                }
+                _ => {
+                    return Err(SyncError::unsafe_archive(format!(
+                        "member {:?} appears twice (a later copy would replace the first)",
+                        e.path
+                    )))
+                }
+            },
+        };
+        Ok(Admitted {
+            node,
+            first_new_parent,
+            existed,
+        })
     }
 
-    /// Re-checks every symlink against the complete tree.
-    ///
-    /// # Errors
-    /// [`crate::ErrorKind::UnsafeArchive`] when a symlink, possibly through a
-    /// chain of later members, resolves outside the tree.
-    pub fn finish(&self) -> Result<(), SyncError> {
-        for link in &self.symlinks {
-            self.check_link(link)?;
-        }
-        Ok(())
+    /// Nodes admitted so far, implied directories included (not the root).
+    pub fn len(&self) -> usize {
+        self.nodes.len() - 1
     }
 
-    /// Regular files and symlinks admitted so far.
+    /// True before the first member.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Regular files (hard links included) and symlinks admitted so far.
     pub fn non_directories(&self) -> usize {
         self.nodes
-            .values()
-            .filter(|n| !matches!(n, Node::Dir { .. }))
+            .iter()
+            .filter(|n| !matches!(n.kind, Kind::Dir { .. }))
             .count()
     }
 
-    fn check_link(&self, link: &str) -> Result<(), SyncError> {
-        let escape = || {
-            SyncError::unsafe_archive(format!(
-                "symlink {link:?} resolves outside the target directory"
-            ))
-        };
-        let Some(Node::Symlink(target)) = self.nodes.get(link) else {
-            return Ok(());
-        };
-        let mut stack: Vec<&str> = link.split('/').collect();
-        stack.pop();
-        let mut pending: Vec<&str> = target.split('/').rev().collect();
-        let mut hops = 0;
-        while let Some(comp) = pending.pop() {
-            match comp {
-                "" | "." => {}
-                ".." => {
-                    if stack.pop().is_none() {
-                        return Err(escape());
-                    }
-                }
-                name => {
-                    stack.push(name);
-                    let here = stack.join("/");
-                    if let Some(Node::Symlink(t)) = self.nodes.get(&here) {
-                        hops += 1;
-                        if hops > MAX_LINK_HOPS {
-                            return Err(SyncError::unsafe_archive(format!(
-                                "symlink {link:?} is part of a loop or a chain longer than {MAX_LINK_HOPS}"
-                            )));
-                        }
-                        stack.pop();
-                        pending.extend(t.split('/').rev());
-                    }
-                }
-            }
+    /// The relative path of `node`.
+    pub fn path(&self, node: NodeId) -> String {
+        let mut names = Vec::new();
+        let mut at = node;
+        while at != ROOT {
+            let n = &self.nodes[at as usize];
+            names.push(&*n.name);
+            at = n.parent;
         }
-        Ok(())
+        names.reverse();
+        names.join("/")
     }
+
+    /// Every symlink as (node, target), in archive order.
+    pub fn symlinks(&self) -> impl Iterator<Item = (NodeId, &str)> {
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, n)| match &n.kind {
+                Kind::Symlink(t) => Some((i as NodeId, &**t)),
+                _ => None,
+            })
+    }
+
+    /// Every explicitly declared directory with its mode, deepest first (so
+    /// a directory made read-only never blocks setting its children).
+    pub fn dir_modes(&self) -> Vec<(NodeId, u32)> {
+        let mut dirs: Vec<(NodeId, u32, u32)> = self
+            .nodes
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(i, n)| match n.kind {
+                Kind::Dir { mode: Some(m) } => Some((i as NodeId, m, n.depth)),
+                _ => None,
+            })
+            .collect();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.2));
+        dirs.into_iter().map(|(id, m, _)| (id, m)).collect()
+    }
+
+    fn child(&self, parent: NodeId, name: &str) -> Option<NodeId> {
+        self.index.get(&KeyRef { parent, name }).copied()
+    }
+
+    fn lookup(&self, path: &str) -> Option<NodeId> {
+        path.split('/').try_fold(ROOT, |at, c| self.child(at, c))
+    }
+
+    fn insert(&mut self, parent: NodeId, name: &str, kind: Kind) -> Result<NodeId, SyncError> {
+        if self.len() as u64 >= self.max_entries {
+            return Err(SyncError::limit(format!(
+                "archive has more than {} entries (counting the parent directories members imply)",
+                self.max_entries
+            )));
+        }
+        let id = NodeId::try_from(self.nodes.len())
+            .map_err(|_| SyncError::limit("archive has too many entries"))?;
+        let name: Rc<str> = Rc::from(name);
+        let depth = self.nodes[parent as usize].depth + 1;
+        self.index.insert(
+            Key {
+                parent,
+                name: Rc::clone(&name),
+            },
+            id,
+        );
+        self.nodes.push(Node {
+            parent,
+            depth,
+            name,
+            kind,
+        });
+        Ok(id)
+    }
+}
+
+/// Holds a symlink target to the normalized form (see the module docs):
+/// relative, `..` only leading, and no deeper than the link's own directory
+/// (`depth` components below the tree's root).
+fn check_target(link: &str, depth: usize, target: &str) -> Result<(), SyncError> {
+    let mut ups = 0;
+    let mut descended = false;
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." if descended => {
+                return Err(SyncError::unsafe_archive(format!(
+                    "symlink {link:?} -> {target:?} climbs with .. after a name \
+                     (only leading .. components are accepted)"
+                )))
+            }
+            ".." => ups += 1,
+            _ => descended = true,
+        }
+    }
+    if target.starts_with('/') || ups > depth {
+        return Err(SyncError::unsafe_archive(format!(
+            "symlink {link:?} -> {target:?} resolves outside the target directory"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -177,38 +342,54 @@ mod tests {
     fn sym(path: &str, t: &str) -> Entry {
         e(path, EntryKind::Symlink(t.into()))
     }
-    fn run(entries: &[Entry]) -> Result<(), SyncError> {
-        let mut t = TreePolicy::new();
+    fn run(entries: &[Entry]) -> Result<TreePolicy, SyncError> {
+        let mut t = TreePolicy::new(1_000_000);
         for x in entries {
             t.admit(x)?;
         }
-        t.finish()
+        Ok(t)
     }
 
     #[test]
     fn accepts_in_tree_links() {
-        run(&[
+        let t = run(&[
             e("a", EntryKind::Dir),
             e("a/f", EntryKind::File),
             sym("a/l", "f"),
-            sym("b", "a/../a/f"),
+            sym("b", "./a/f"),
+            sym("up", "a/../.."),
+        ]);
+        assert!(t.is_err(), "a .. after a name is refused");
+        let t = run(&[
+            e("a", EntryKind::Dir),
+            e("a/f", EntryKind::File),
+            sym("a/l", "f"),
+            sym("b", "./a/f"),
             sym("node_modules/.bin/x", "../x/cli.js"),
+            sym("node_modules/.bin/top", "../../a"),
+            sym("self", "."),
+            // Dangling but inside, and loops, cannot lead anywhere.
+            sym("dangling", "nowhere/x"),
+            sym("loop1", "loop2"),
+            sym("loop2", "loop1"),
             e("h", EntryKind::HardLink("a/f".into())),
         ])
         .unwrap();
+        assert_eq!(t.non_directories(), 10);
+        assert_eq!(t.len(), 13);
     }
 
     #[test]
     fn refuses_kubectl_cp_shapes() {
         // CVE-2019-1002101: link then write through it.
         assert!(run(&[sym("d/twist", "../.."), e("d/twist/x", EntryKind::File)]).is_err());
+        assert!(run(&[sym("d/twist", "."), e("d/twist/x", EntryKind::File)]).is_err());
         // CVE-2019-11246: relative escape.
         assert!(run(&[sym("l", "../../..")]).is_err());
         // CVE-2019-11249: link target resolved against its own directory.
         assert!(run(&[sym("xxx", "../abc")]).is_err());
         // CVE-2019-11251: chained links.
         assert!(run(&[sym("xxx/link1", ".."), sym("xxx/link2", "link1/..")]).is_err());
-        // Reordered chain: the escape only appears once link1 exists.
         assert!(run(&[sym("xxx/link2", "link1/.."), sym("xxx/link1", "..")]).is_err());
         // jwilk dirsymlink2a.
         assert!(run(&[
@@ -217,6 +398,32 @@ mod tests {
             e("par/moo", EntryKind::File)
         ])
         .is_err());
+        assert!(run(&[sym("abs", "/etc")]).is_err());
+    }
+
+    /// Issue 11.3: `x/../..` resolves inside while `x` is a link two deep,
+    /// and outside once a later sync makes `x` a real directory.
+    #[test]
+    fn refuses_climbing_after_a_name_even_when_inside_today() {
+        assert!(run(&[
+            e("sub/deeper", EntryKind::Dir),
+            sym("x", "sub/deeper"),
+            sym("y", "x/../..")
+        ])
+        .is_err());
+    }
+
+    #[test]
+    fn refuses_reserved_scratch_names_anywhere() {
+        for name in [
+            ".paperclip-upload-k",
+            "d/.paperclip-upload",
+            "d/.paperclip-upload-x/f",
+        ] {
+            let err = run(&[e(name, EntryKind::File)]).unwrap_err();
+            assert_eq!(err.kind, crate::ErrorKind::UnsafeArchive, "{name}");
+        }
+        assert!(run(&[sym(".paperclip-upload-k", "x")]).is_err());
     }
 
     #[test]
@@ -225,8 +432,12 @@ mod tests {
         assert!(run(&[e("a", EntryKind::Dir), sym("a", "b")]).is_err());
         assert!(run(&[e("a", EntryKind::File), e("a", EntryKind::File)]).is_err());
         assert!(run(&[e("a/f", EntryKind::File), e("a", EntryKind::File)]).is_err());
+        assert!(run(&[e("a", EntryKind::Dir), e("a", EntryKind::Dir)]).is_err());
         // An implicit parent may be declared explicitly later.
-        run(&[e("a/f", EntryKind::File), e("a", EntryKind::Dir)]).unwrap();
+        let mut t = TreePolicy::new(10);
+        t.admit(&e("a/f", EntryKind::File)).unwrap();
+        let a = t.admit(&e("a", EntryKind::Dir)).unwrap();
+        assert!(a.existed);
         assert!(run(&[e("f", EntryKind::File), e("f/x", EntryKind::File)]).is_err());
     }
 
@@ -242,8 +453,62 @@ mod tests {
     }
 
     #[test]
-    fn refuses_loops() {
-        assert!(run(&[sym("a", "b"), sym("b", "a")]).is_err());
+    fn implied_parents_count_against_max_entries() {
+        let deep = vec!["d"; 1900].join("/");
+        let mut t = TreePolicy::new(2);
+        let err = t.admit(&e(&deep, EntryKind::File)).unwrap_err();
+        assert_eq!(err.kind, crate::ErrorKind::LimitExceeded);
+        assert!(t.len() <= 2);
+        let mut t = TreePolicy::new(3);
+        let a = t.admit(&e("x/y/f", EntryKind::File)).unwrap();
+        assert_eq!(a.first_new_parent, 0);
+        assert_eq!(t.path(a.node), "x/y/f");
+        let b = t.admit(&e("x/z/g", EntryKind::File));
+        assert_eq!(b.unwrap_err().kind, crate::ErrorKind::LimitExceeded);
+    }
+
+    #[test]
+    fn reports_which_parents_are_new() {
+        let mut t = TreePolicy::new(100);
+        assert_eq!(
+            t.admit(&e("a/b/f", EntryKind::File))
+                .unwrap()
+                .first_new_parent,
+            0
+        );
+        assert_eq!(
+            t.admit(&e("a/b/c/d/g", EntryKind::File))
+                .unwrap()
+                .first_new_parent,
+            2
+        );
+        assert_eq!(
+            t.admit(&e("a/h", EntryKind::File))
+                .unwrap()
+                .first_new_parent,
+            1
+        );
+        let modes = {
+            t.admit(&e("a/b/c", EntryKind::Dir)).unwrap();
+            t.admit(&e("a", EntryKind::Dir)).unwrap();
+            t.dir_modes()
+        };
+        let paths: Vec<String> = modes.iter().map(|(id, _)| t.path(*id)).collect();
+        assert_eq!(paths, ["a/b/c", "a"]);
+    }
+
+    #[test]
+    fn long_chains_cost_their_length_only() {
+        // Thousands of links with long climbing-then-descending targets, the
+        // shape that made resolution quadratic: each is checked locally.
+        let mut entries = vec![e("d", EntryKind::Dir)];
+        let t = format!("{}x", "a/".repeat(1000));
+        for i in 0..5000 {
+            entries.push(sym(&format!("d/l{i}"), &format!("../{t}")));
+        }
+        let start = std::time::Instant::now();
+        run(&entries).unwrap();
+        assert!(start.elapsed() < std::time::Duration::from_secs(2));
     }
 
     #[test]
@@ -262,5 +527,8 @@ mod tests {
         }
         entries.push(sym(&format!("{path}/up"), &"../".repeat(17)));
         assert!(run(&entries).is_err());
+        entries.pop();
+        entries.push(sym(&format!("{path}/up"), &"../".repeat(16)));
+        assert!(run(&entries).is_ok());
     }
 }
