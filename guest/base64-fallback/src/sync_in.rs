@@ -22,6 +22,7 @@ use crate::CHUNK;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    sandbox_sync_driver::plan::check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
     if mappings != sources.len() {
         return Err(SyncError::InvalidRequest(format!(
@@ -311,7 +312,10 @@ impl<'a> FileChunks<'a> {
                 .stat_follow(&self.path)
                 .map_err(|_| changed(&self.path))?;
             let p = &self.planned;
-            if now.size != p.size || now.mtime_sec != p.mtime_sec || now.mtime_nsec != p.mtime_nsec
+            if (now.device, now.inode) != (p.device, p.inode)
+                || now.size != p.size
+                || now.mtime_sec != p.mtime_sec
+                || now.mtime_nsec != p.mtime_nsec
             {
                 return Err(changed(&self.path));
             }

@@ -23,6 +23,7 @@ use crate::CHUNK;
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    sandbox_sync_driver::plan::check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
     if mappings != targets.len() {
         return Err(SyncError::InvalidRequest(format!(

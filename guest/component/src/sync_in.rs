@@ -26,6 +26,7 @@ const FILES_PER_CALL: usize = 1024;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    sandbox_sync_driver::plan::check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
     if mappings != sources.len() {
         return Err(SyncError::InvalidRequest(format!(
@@ -223,6 +224,8 @@ fn send(
                     size: meta.size,
                     mtime_sec: meta.mtime_sec,
                     mtime_nsec: meta.mtime_nsec,
+                    device: meta.device,
+                    inode: meta.inode,
                 });
                 tar_write::write_padding(&mut buf, meta.size);
             }

@@ -19,6 +19,7 @@ use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    sandbox_sync_driver::plan::check_modes(req)?;
     let mappings: Vec<(usize, usize, &FileMapping)> = req
         .operations
         .iter()

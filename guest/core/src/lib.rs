@@ -8,19 +8,23 @@
 //! - [`sandbox_path`]: lexical confinement of sandbox paths under the remote dir.
 //! - [`quote`]: POSIX single-quoting for script text.
 //! - [`exclude`]: `tar --exclude` glob semantics.
+//! - [`mode`]: the permission bits a mapping may request.
 //! - [`tar_write`]: tar headers for the inbound archive (contents are spliced host-side).
 //! - [`tar_read`]: a strict, bounded parser for sandbox-written tar streams.
 //! - [`tree`]: whole-archive policy (duplicates, links, writes through links).
 //! - [`script`]: the in-sandbox POSIX `sh` programs and their framing.
+//! - [`token`]: unpredictable scratch names and commit tokens.
 #![deny(missing_docs)]
 
 pub mod error;
 pub mod exclude;
+pub mod mode;
 pub mod quote;
 pub mod sandbox_path;
 pub mod script;
 pub mod tar_read;
 pub mod tar_write;
+pub mod token;
 pub mod tree;
 
 pub use error::{ErrorKind, SyncError};

@@ -205,11 +205,13 @@ impl Source for GuardedInput {
 }
 
 /// Random lowercase hex, for scratch names and commit tokens.
+///
+/// # Panics
+/// Without a working random source: the component traps (fails closed)
+/// rather than use a predictable scratch name or commit token.
 pub fn random_hex(bytes: usize) -> String {
-    let mut buf = vec![0u8; bytes];
-    // The host always provides wasi:random; a failure would be a host bug.
-    if getrandom::fill(&mut buf).is_err() {
-        buf.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+    match sandbox_sync_core::token::random_hex(bytes, getrandom::fill) {
+        Ok(hex) => hex,
+        Err(e) => panic!("no random source for scratch names and commit tokens: {e}"),
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
 }

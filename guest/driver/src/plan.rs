@@ -204,6 +204,20 @@ pub fn file_source<'a>(
     Ok((base, meta))
 }
 
+/// Checks every mapping's requested mode before anything moves (both
+/// directions, every provider): permission bits only.
+///
+/// # Errors
+/// `invalid-request` naming the first mapping with other bits.
+pub fn check_modes(
+    req: &crate::bindings::sandbox_sync::provider::types::SyncRequest,
+) -> Result<(), SyncError> {
+    for m in req.operations.iter().flat_map(|o| o.files.iter()) {
+        sandbox_sync_core::mode::check(m.mode, &m.target_path).map_err(from_core)?;
+    }
+    Ok(())
+}
+
 /// Checks a post-upload command before anything moves: its cwd (default: the
 /// remote dir) is confined lexically, and the command has no NUL byte.
 /// Returns the normalized cwd.
