@@ -11,7 +11,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, Store};
 
 use crate::bindings::{self, Provider, ProviderPre};
-use crate::state::ShimState;
+use crate::state::{ShimState, GUEST_MEMORY_BYTES};
 
 /// The provider component built from `guest/component`, embedded at build time.
 pub static EMBEDDED_COMPONENT: &[u8] = include_bytes!(env!("SANDBOX_SYNC_COMPONENT"));
@@ -21,7 +21,7 @@ pub static EMBEDDED_COMPONENT: &[u8] = include_bytes!(env!("SANDBOX_SYNC_COMPONE
 pub const FALLBACK_COMPONENT_PATH: &str = env!("SANDBOX_SYNC_FALLBACK_COMPONENT");
 
 /// The WIT package version this host speaks (`major.minor` must match).
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// Capabilities every provider must declare.
 const REQUIRED_CAPABILITIES: &[&str] = &["sync-in", "sync-out"];
@@ -137,7 +137,7 @@ impl Runtime {
     async fn describe(&self) -> Result<ProviderInfo, LoadError> {
         let backend = Arc::new(crate::exec::scripted::ScriptedBackend::new(Vec::new(), 0));
         let (mut store, provider) = self
-            .instantiate(ShimState::new(backend))
+            .instantiate(ShimState::new(backend, GUEST_MEMORY_BYTES))
             .await
             .map_err(wasm_err)?;
         let info = provider
@@ -164,7 +164,7 @@ impl Runtime {
         let start = std::time::Instant::now();
         for _ in 0..n {
             let _ = self
-                .instantiate(ShimState::new(Arc::clone(&backend)))
+                .instantiate(ShimState::new(Arc::clone(&backend), GUEST_MEMORY_BYTES))
                 .await?;
         }
         Ok(start.elapsed() / n.max(1))
@@ -287,10 +287,10 @@ mod tests {
 
     #[test]
     fn compatibility_is_wit_major_minor_and_both_sync_verbs() {
-        assert!(check_compatible(&info("0.1.0", &["sync-in", "sync-out"])).is_ok());
-        assert!(check_compatible(&info("0.1.7", &["sync-in", "sync-out", "extra"])).is_ok());
+        assert!(check_compatible(&info("0.2.0", &["sync-in", "sync-out"])).is_ok());
+        assert!(check_compatible(&info("0.2.7", &["sync-in", "sync-out", "extra"])).is_ok());
         assert!(matches!(
-            check_compatible(&info("0.2.0", &["sync-in", "sync-out"])),
+            check_compatible(&info("0.1.0", &["sync-in", "sync-out"])),
             Err(LoadError::Incompatible(_))
         ));
         assert!(matches!(
@@ -298,7 +298,7 @@ mod tests {
             Err(LoadError::Incompatible(_))
         ));
         assert!(matches!(
-            check_compatible(&info("0.1.0", &["sync-in"])),
+            check_compatible(&info("0.2.0", &["sync-in"])),
             Err(LoadError::Incompatible(_))
         ));
     }

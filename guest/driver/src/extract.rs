@@ -1,14 +1,11 @@
 //! Validated extraction of sandbox-written tar into granted host directories.
 
-use std::collections::HashSet;
-
 use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::sandbox_path::split_parent;
 use sandbox_sync_core::tar_read::{Entry, EntryKind as TarKind, Limits, Parser, Source};
 use sandbox_sync_core::tar_write::padding;
 use sandbox_sync_core::tree::TreePolicy;
 use sandbox_sync_core::SyncError as CoreError;
-use sandbox_sync_core::SCRATCH_PREFIX;
 
 use crate::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use crate::bindings::sandbox_sync::provider::types::{FileMapping, SyncError};
@@ -72,7 +69,7 @@ pub fn receive_file<I: ArchiveInput>(
     }
     let (_, base) = split_parent(&m.target_path);
     let mode = m.mode.unwrap_or(entry.mode & HOST_MASK);
-    let tmp = format!("{SCRATCH_PREFIX}-{}", io::random_hex(8));
+    let tmp = crate::scratch::fresh();
     let written = (|| {
         let out = grant
             .create_exclusive(&tmp, mode)
@@ -106,7 +103,9 @@ pub fn receive_file<I: ArchiveInput>(
 }
 
 /// A directory mapping: extract into a fresh staging dir inside the target,
-/// then replace the target's contents with it (destroy-then-replace).
+/// give it the mapping's mode, then have the host swap it in for the target
+/// all at once (destroy-then-replace, all or nothing). On any failure the
+/// target is untouched and the host sweeps the staging dir.
 pub fn receive_dir<I: ArchiveInput>(
     input: &mut I,
     grant: &GrantedDir,
@@ -114,24 +113,38 @@ pub fn receive_dir<I: ArchiveInput>(
     limits: Limits,
 ) -> Result<(u64, Option<u64>), SyncError> {
     let excluder = Excluder::new(&m.exclude).map_err(from_core)?;
-    let staging = format!("{SCRATCH_PREFIX}-{}", io::random_hex(8));
+    let staging = crate::scratch::fresh();
     grant
         .mkdir(&staging, BUILD_DIR_MODE)
         .map_err(|e| fs("create staging in", &m.target_path, e))?;
     let result =
         extract(input, grant, &staging, &excluder, limits, &m.target_path).and_then(|files| {
-            promote(grant, &staging, &m.target_path)?;
-            if let Some(mode) = m.mode {
-                grant
-                    .set_mode("", mode)
-                    .map_err(|e| fs("chmod", &m.target_path, e))?;
-            }
+            // The target keeps its mode unless the mapping names one; either
+            // way it is on the staged tree before the tree is visible.
+            let mode = match m.mode {
+                Some(mode) => mode,
+                None => grant
+                    .stat("")
+                    .map(|meta| meta.mode & 0o777)
+                    .map_err(|e| fs("stat", &m.target_path, e))?,
+            };
+            grant
+                .set_mode(&staging, mode)
+                .map_err(|e| fs("chmod", &m.target_path, e))?;
+            grant
+                .replace_with(&staging)
+                .map_err(|e| fs("replace", &m.target_path, e))?;
             Ok(files)
         });
-    let _ = grant.remove(&staging);
+    if result.is_err() {
+        let _ = grant.remove(&staging);
+    }
     result.map(|files| (files, None))
 }
 
+/// Extracts one archive into `staging` (a fresh, empty directory inside the
+/// grant). Directories are built `0700` and get their modes last, symlinks
+/// are created only once the whole tree passed policy.
 pub fn extract<I: ArchiveInput>(
     input: &mut I,
     grant: &GrantedDir,
@@ -141,18 +154,22 @@ pub fn extract<I: ArchiveInput>(
     target: &str,
 ) -> Result<u64, SyncError> {
     let mut parser = Parser::new(limits);
-    let mut tree = TreePolicy::new();
-    let mut made: HashSet<String> = HashSet::new();
-    let mut dirs: Vec<(String, u32)> = Vec::new();
-    let mut links: Vec<(String, String)> = Vec::new();
+    let mut tree = TreePolicy::new(limits.max_entries);
     let at = |p: &str| format!("{staging}/{p}");
     while let Some(e) = parser.next_entry(input).map_err(from_core)? {
         if excluder.excludes(&e.path) {
             consume_data(input, &e)?;
             continue;
         }
-        tree.admit(&e).map_err(from_core)?;
-        ensure_parents(grant, staging, &e.path, &mut made, target)?;
+        let admitted = tree.admit(&e).map_err(from_core)?;
+        // Parent directories this member implies, shallowest first.
+        let ends: Vec<usize> = e.path.match_indices('/').map(|(i, _)| i).collect();
+        for &end in &ends[admitted.first_new_parent..] {
+            let dir = &e.path[..end];
+            grant
+                .mkdir(&at(dir), BUILD_DIR_MODE)
+                .map_err(|err| fs("create", &join(target, dir), err))?;
+        }
         match &e.kind {
             TarKind::File => {
                 let out = grant
@@ -169,14 +186,14 @@ pub fn extract<I: ArchiveInput>(
                     .map_err(|err| fs("set the time of", &join(target, &e.path), err))?;
             }
             TarKind::Dir => {
-                if made.insert(e.path.clone()) {
+                if !admitted.existed {
                     grant
                         .mkdir(&at(&e.path), BUILD_DIR_MODE)
                         .map_err(|err| fs("create", &join(target, &e.path), err))?;
                 }
-                dirs.push((e.path.clone(), e.mode));
             }
-            TarKind::Symlink(t) => links.push((e.path.clone(), t.clone())),
+            // Created once the whole tree is known (below).
+            TarKind::Symlink(_) => {}
             TarKind::HardLink(t) => {
                 grant
                     .hard_link(&at(t), &at(&e.path))
@@ -184,62 +201,19 @@ pub fn extract<I: ArchiveInput>(
             }
         }
     }
-    // Symlinks are created only once the whole tree is known to keep them inside.
-    tree.finish().map_err(from_core)?;
-    for (path, t) in &links {
+    for (node, t) in tree.symlinks() {
+        let path = tree.path(node);
         grant
-            .symlink(t, &at(path))
-            .map_err(|err| fs("create symlink", &join(target, path), err))?;
+            .symlink(t, &at(&path))
+            .map_err(|err| fs("create symlink", &join(target, &path), err))?;
     }
-    // Deepest first, so a read-only directory never blocks its children.
-    dirs.sort_by_key(|d| std::cmp::Reverse(d.0.len()));
-    for (path, mode) in dirs {
+    for (node, mode) in tree.dir_modes() {
+        let path = tree.path(node);
         grant
             .set_mode(&at(&path), (mode & HOST_MASK) | BUILD_DIR_MODE)
             .map_err(|err| fs("chmod", &join(target, &path), err))?;
     }
     Ok(tree.non_directories() as u64)
-}
-
-fn ensure_parents(
-    grant: &GrantedDir,
-    staging: &str,
-    path: &str,
-    made: &mut HashSet<String>,
-    target: &str,
-) -> Result<(), SyncError> {
-    let mut end = 0;
-    while let Some(i) = path[end..].find('/') {
-        let dir = &path[..end + i];
-        if !made.contains(dir) {
-            grant
-                .mkdir(&format!("{staging}/{dir}"), BUILD_DIR_MODE)
-                .map_err(|err| fs("create", &join(target, dir), err))?;
-            made.insert(dir.to_owned());
-        }
-        end += i + 1;
-    }
-    Ok(())
-}
-
-/// Replaces the target's contents with the staged tree. Scratch names stay.
-fn promote(grant: &GrantedDir, staging: &str, target: &str) -> Result<(), SyncError> {
-    for old in grant.read_dir("").map_err(|e| fs("list", target, e))? {
-        if !old.name.starts_with(SCRATCH_PREFIX) {
-            grant
-                .remove(&old.name)
-                .map_err(|e| fs("remove", &join(target, &old.name), e))?;
-        }
-    }
-    for new in grant
-        .read_dir(staging)
-        .map_err(|e| fs("list staging in", target, e))?
-    {
-        grant
-            .rename(&format!("{staging}/{}", new.name), &new.name)
-            .map_err(|e| fs("move into", &join(target, &new.name), e))?;
-    }
-    Ok(())
 }
 
 fn join(base: &str, rel: &str) -> String {

@@ -31,4 +31,4 @@ pub mod scratch;
 pub use wit_bindgen;
 
 /// Version of the WIT package the components are built against.
-pub const WIT_VERSION: &str = "0.1.0";
+pub const WIT_VERSION: &str = "0.2.0";

@@ -6,9 +6,24 @@
 //! On top of that, paths must be clean relative paths, and mutations need a
 //! writable grant. Inbound sources are granted read-only, outbound targets
 //! read-write; `/` is never granted.
+//!
+//! Two deliberate exceptions, both chosen by the host, never the component:
+//! - a read-only grant made for `tar -h` ([`GrantedDir::read_only`] with
+//!   `follow_links`) dereferences symlinks wherever they lead, as the
+//!   orchestrator's own `tar -h` would (its host paths are its own);
+//! - a writable grant also holds its parent directory, so that
+//!   [`GrantedDir::replace_with`] can swap a fully built tree in for the
+//!   grant with one `renameat2(RENAME_EXCHANGE)`.
+//!
+//! Scratch entries the component creates at the grant's top level (the
+//! reserved `.paperclip-upload` prefix) are recorded and removed when the
+//! grant is dropped, so a trap or a deadline never leaves a staging tree.
 
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use cap_fs_ext::{DirExt, SystemTimeSpec};
 use cap_std::ambient_authority;
@@ -16,37 +31,86 @@ use cap_std::fs::{
     Dir, DirBuilder, DirBuilderExt, MetadataExt, OpenOptions, OpenOptionsExt, Permissions,
     PermissionsExt,
 };
+use rustix::fs::{AtFlags, Mode, OFlags};
 use sandbox_sync_core::sandbox_path::is_clean_relative;
+use sandbox_sync_core::SCRATCH_PREFIX;
 
 use crate::bindings::host_fs::{DirEntry, DirEntryStat, EntryKind, FsError, Metadata};
 use crate::streams::{FileInputStream, FileOutputStream};
+
+mod replace;
 
 /// A directory capability handed to the component.
 pub struct GrantedDir {
     dir: Dir,
     path: PathBuf,
-    writable: bool,
+    access: Access,
+    /// Scratch entries created at the top level: (name, device, inode).
+    scratch: Mutex<Vec<(String, u64, u64)>>,
+}
+
+enum Access {
+    ReadOnly {
+        /// Dereference symlinks wherever they lead (`tar -h`).
+        follow_links: bool,
+    },
+    ReadWrite {
+        /// The directory holding the grant, and the grant's name in it;
+        /// `None` when it cannot be opened (then no replace).
+        parent: Option<(Dir, OsString)>,
+    },
+}
+
+/// Makes host-side scratch names unique within this process.
+static NEXT_SCRATCH: AtomicU64 = AtomicU64::new(0);
+
+fn host_scratch_name(what: &str) -> String {
+    format!(
+        "{SCRATCH_PREFIX}-{what}-{}-{}",
+        std::process::id(),
+        NEXT_SCRATCH.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl std::fmt::Debug for GrantedDir {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("GrantedDir")
             .field("path", &self.path)
-            .field("writable", &self.writable)
+            .field("writable", &self.writable())
             .finish()
     }
 }
 
 impl GrantedDir {
-    /// Opens `path` as a grant.
+    /// Opens `path` as a read-only grant. With `follow_links`, symlinks
+    /// beneath it are dereferenced wherever they lead (`tar -h`).
     ///
     /// # Ambient Authority
-    /// This is the one place the shim uses ambient authority: it opens the
-    /// directory a request names. Everything after goes through the handle.
+    /// This and [`GrantedDir::read_write`] are the only places the shim uses
+    /// ambient authority: they open the directory a request names.
     ///
     /// # Errors
     /// When `path` is `/`, not absolute, or cannot be opened as a directory.
-    pub fn open(path: &Path, writable: bool) -> io::Result<Self> {
+    pub fn read_only(path: &Path, follow_links: bool) -> io::Result<Self> {
+        Self::open(path, Access::ReadOnly { follow_links })
+    }
+
+    /// Opens `path` as a writable grant, with its parent directory for
+    /// [`GrantedDir::replace_with`].
+    ///
+    /// # Errors
+    /// As [`GrantedDir::read_only`].
+    pub fn read_write(path: &Path) -> io::Result<Self> {
+        let parent = match (path.parent(), path.file_name()) {
+            (Some(p), Some(name)) => Dir::open_ambient_dir(p, ambient_authority())
+                .ok()
+                .map(|d| (d, name.to_owned())),
+            _ => None,
+        };
+        Self::open(path, Access::ReadWrite { parent })
+    }
+
+    fn open(path: &Path, access: Access) -> io::Result<Self> {
         if !path.is_absolute() || path.parent().is_none() {
             return Err(io::Error::new(
                 io::ErrorKind::PermissionDenied,
@@ -57,7 +121,8 @@ impl GrantedDir {
         Ok(GrantedDir {
             dir,
             path: path.to_path_buf(),
-            writable,
+            access,
+            scratch: Mutex::new(Vec::new()),
         })
     }
 
@@ -68,7 +133,25 @@ impl GrantedDir {
 
     /// True when the grant allows writes.
     pub fn writable(&self) -> bool {
-        self.writable
+        matches!(self.access, Access::ReadWrite { .. })
+    }
+
+    /// True when symlinks are dereferenced wherever they lead.
+    fn follows_links(&self) -> bool {
+        matches!(self.access, Access::ReadOnly { follow_links: true })
+    }
+
+    /// Records `path` for removal on drop when it is a scratch name at the
+    /// top level of the grant.
+    fn note_scratch(&self, path: &str) {
+        if path.contains('/') || !path.starts_with(SCRATCH_PREFIX) {
+            return;
+        }
+        if let Ok(m) = self.dir.symlink_metadata(path) {
+            if let Ok(mut list) = self.scratch.lock() {
+                list.push((path.to_owned(), m.dev(), m.ino()));
+            }
+        }
     }
 
     fn rel<'a>(&self, path: &'a str) -> Result<&'a Path, FsError> {
@@ -84,7 +167,7 @@ impl GrantedDir {
     }
 
     fn write_rel<'a>(&self, path: &'a str) -> Result<&'a Path, FsError> {
-        if !self.writable {
+        if !self.writable() {
             return Err(FsError::NotPermitted(format!(
                 "{} is granted read-only",
                 self.path.display()
@@ -106,9 +189,15 @@ impl GrantedDir {
         Ok(to_metadata(&meta, link_target))
     }
 
-    /// `stat` beneath the grant, following symlinks only while they stay inside.
+    /// `stat` beneath the grant, following symlinks only while they stay
+    /// inside (or wherever they lead, for a `tar -h` grant).
     pub fn stat_follow(&self, path: &str) -> Result<Metadata, FsError> {
         let p = self.rel(path)?;
+        if self.follows_links() {
+            let st = rustix::fs::statat(&self.dir, p, AtFlags::empty())
+                .map_err(|e| fs_error(path, &e.into()))?;
+            return Ok(stat_metadata(&st));
+        }
         let meta = if p == Path::new(".") {
             self.dir.dir_metadata()
         } else {
@@ -151,6 +240,9 @@ impl GrantedDir {
         let p = self.rel(path)?;
         let dir = if p == Path::new(".") {
             self.dir.try_clone()
+        } else if self.follows_links() {
+            self.open_followed(p, OFlags::DIRECTORY)
+                .map(|fd| Dir::from_std_file(std::fs::File::from(fd)))
         } else {
             self.dir.open_dir(p)
         }
@@ -178,15 +270,31 @@ impl GrantedDir {
         // refused below); regular files ignore O_NONBLOCK.
         opts.read(true)
             .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
-        let file = self
-            .dir
-            .open_with(p, &opts)
-            .map_err(|e| fs_error(path, &e))?;
+        let file = if self.follows_links() {
+            self.open_followed(p, OFlags::NONBLOCK)
+                .map(std::fs::File::from)
+        } else {
+            self.dir
+                .open_with(p, &opts)
+                .map(cap_std::fs::File::into_std)
+        }
+        .map_err(|e| fs_error(path, &e))?;
         let meta = file.metadata().map_err(|e| fs_error(path, &e))?;
         if !meta.is_file() {
             return Err(FsError::Io(format!("{path} is not a regular file")));
         }
-        Ok(file.into_std())
+        Ok(file)
+    }
+
+    /// `openat` relative to the grant with symlinks followed wherever they
+    /// lead: for `tar -h` grants only (read-only; `..` was refused by `rel`).
+    fn open_followed(&self, p: &Path, flags: OFlags) -> io::Result<std::os::fd::OwnedFd> {
+        Ok(rustix::fs::openat(
+            &self.dir,
+            p,
+            flags | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?)
     }
 
     /// Opens a regular file for reading as a stream.
@@ -203,6 +311,7 @@ impl GrantedDir {
             .dir
             .open_with(p, &opts)
             .map_err(|e| fs_error(path, &e))?;
+        self.note_scratch(path);
         // Born at most 0600, widened before any byte is written: never a wider window.
         file.set_permissions(Permissions::from_mode(mode & 0o777))
             .map_err(|e| fs_error(path, &e))?;
@@ -217,6 +326,7 @@ impl GrantedDir {
         self.dir
             .create_dir_with(p, &b)
             .map_err(|e| fs_error(path, &e))?;
+        self.note_scratch(path);
         self.dir
             .set_permissions(p, Permissions::from_mode(mode & 0o777))
             .map_err(|e| fs_error(path, &e))
@@ -303,6 +413,78 @@ impl GrantedDir {
             self.dir.open(p).map(|f| f.into_std())
         };
         f.and_then(|f| f.sync_all()).map_err(|e| fs_error(path, &e))
+    }
+
+    /// Replaces the grant, all at once, with `staged`, a directory the
+    /// component built at its top level: see [`replace`].
+    pub fn replace_with(&mut self, staged: &str) -> Result<(), FsError> {
+        let p = self.write_rel(staged)?;
+        if staged.contains('/') || !staged.starts_with(SCRATCH_PREFIX) {
+            return Err(FsError::NotPermitted(format!(
+                "{staged:?} is not a scratch directory at the top of the grant"
+            )));
+        }
+        let Access::ReadWrite { parent } = &self.access else {
+            return Err(FsError::NotPermitted("the grant is read-only".into()));
+        };
+        let parent = parent.as_ref().ok_or_else(|| {
+            FsError::NotPermitted(format!(
+                "the directory holding {} cannot be opened",
+                self.path.display()
+            ))
+        })?;
+        let new = replace::replace(&self.dir, p, parent, &self.path)?;
+        self.dir = new;
+        Ok(())
+    }
+}
+
+impl Drop for GrantedDir {
+    /// Removes the scratch entries the component created and left behind
+    /// (a trap, a deadline or a failure ended the call first); only the
+    /// very entries it created, checked by device and inode.
+    fn drop(&mut self) {
+        let created = match self.scratch.get_mut() {
+            Ok(list) => std::mem::take(list),
+            Err(poisoned) => std::mem::take(poisoned.into_inner()),
+        };
+        for (name, dev, ino) in created {
+            if let Ok(m) = self.dir.symlink_metadata(&name) {
+                if (m.dev(), m.ino()) == (dev, ino) {
+                    let gone = if m.is_dir() {
+                        self.dir.remove_dir_all(&name)
+                    } else {
+                        self.dir.remove_file(&name)
+                    };
+                    if let Err(e) = gone {
+                        tracing::warn!(
+                            "could not remove scratch {}: {e}",
+                            self.path.join(&name).display()
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Metadata from a raw `stat` (the `tar -h` paths use rustix directly).
+fn stat_metadata(st: &rustix::fs::Stat) -> Metadata {
+    let ft = rustix::fs::FileType::from_raw_mode(st.st_mode);
+    Metadata {
+        kind: match ft {
+            rustix::fs::FileType::Symlink => EntryKind::Symlink,
+            rustix::fs::FileType::Directory => EntryKind::Directory,
+            rustix::fs::FileType::RegularFile => EntryKind::File,
+            _ => EntryKind::Other,
+        },
+        size: u64::try_from(st.st_size).unwrap_or(0),
+        mode: st.st_mode & 0o7777,
+        mtime_sec: st.st_mtime,
+        mtime_nsec: u32::try_from(st.st_mtime_nsec).unwrap_or(0),
+        device: st.st_dev,
+        inode: st.st_ino,
+        link_target: None,
     }
 }
 

@@ -33,15 +33,23 @@ impl Host for ShimState {
         argv: Vec<String>,
         options: ExecOptions,
     ) -> wasmtime::Result<Result<Resource<Execution>, String>> {
+        let mut timeout = Duration::from_millis(options.timeout_ms);
+        if let Some(deadline) = self.exec_deadline {
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(Err("the sync's deadline has passed".into()));
+            }
+            timeout = timeout.min(left);
+        }
         self.execs.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             backend = self.backend.name(),
-            timeout_ms = options.timeout_ms,
+            timeout_ms = timeout.as_millis() as u64,
             "sandbox exec started"
         );
         let req = ExecRequest {
             argv,
-            timeout: Duration::from_millis(options.timeout_ms),
+            timeout,
             max_stderr: options.max_stderr_bytes,
         };
         let process = match self.backend.start(req).await {
@@ -120,6 +128,9 @@ impl HostExecution for ShimState {
                 Ok(m) => m,
                 Err(e) => return Ok(Err(send_error(&f.path, SendFail::Read(e)))),
             };
+            if (now.dev(), now.ino()) != (f.device, f.inode) {
+                return Ok(Err(changed("was replaced")));
+            }
             if now.len() != f.size
                 || now.mtime() != f.mtime_sec
                 || u32::try_from(now.mtime_nsec()).ok() != Some(f.mtime_nsec)

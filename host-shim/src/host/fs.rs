@@ -131,6 +131,10 @@ impl HostGrantedDir for ShimState {
         Ok(self.table.get(&this)?.sync(&path))
     }
 
+    async fn replace_with(&mut self, this: Resource<GrantedDir>, staged: String) -> FsResult<()> {
+        Ok(self.table.get_mut(&this)?.replace_with(&staged))
+    }
+
     async fn drop(&mut self, this: Resource<GrantedDir>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
         Ok(())
