@@ -15,9 +15,15 @@ use crate::request::{MappingKind, OperationResult, SyncOperation};
 use crate::runtime::Runtime;
 use crate::state::ShimState;
 
-/// Extra wall time the host allows beyond the exec timeout before it gives up
-/// on the component itself.
-const HOST_GRACE: Duration = Duration::from_secs(30);
+/// How long past the call's timeout a sandbox exec may still run: the
+/// cleanup exec that sweeps a killed program's scratch fits in it.
+const EXEC_GRACE: Duration = Duration::from_millis(900);
+
+/// How long past the call's timeout the host waits for the component at
+/// all. After it the call is dropped whatever the component or the sandbox
+/// is doing (their processes are killed, the host's scratch swept), so a
+/// call returns within its timeout plus this grace.
+pub const HOST_GRACE: Duration = Duration::from_millis(1500);
 
 /// Limits and the sandbox root of one sync call.
 #[derive(Debug, Clone)]
@@ -34,6 +40,13 @@ pub struct SyncOptions {
     pub max_entries: u64,
     /// Most metadata bytes accepted from the sandbox.
     pub max_metadata_bytes: u64,
+    /// Sync-in with `followSymlinks` (and file mapping sources): refuse a
+    /// symlink that leads out of the mapping's source directory instead of
+    /// dereferencing it as `tar -h` does. Off by default: host paths are the
+    /// orchestrator's, already confined by it.
+    pub confine_followed_symlinks: bool,
+    /// Linear memory the provider component may use for this call.
+    pub guest_memory_bytes: usize,
 }
 
 impl SyncOptions {
@@ -47,6 +60,8 @@ impl SyncOptions {
             max_stderr_bytes: 1 << 20,
             max_entries: 1_000_000,
             max_metadata_bytes: 256 << 20,
+            confine_followed_symlinks: false,
+            guest_memory_bytes: crate::state::GUEST_MEMORY_BYTES,
         }
     }
 
@@ -125,8 +140,10 @@ impl Runtime {
         backend: Arc<dyn ExecBackend>,
     ) -> Result<SyncOutcome, Failed> {
         let fail = |error: SyncError| Failed { error, execs: 0 };
-        let grants = grant_all(dir, ops).map_err(fail)?;
-        let state = ShimState::new(backend);
+        let grants = grant_all(dir, ops, opts).map_err(fail)?;
+        let started = tokio::time::Instant::now();
+        let state = ShimState::new(backend, opts.guest_memory_bytes)
+            .with_exec_deadline(started + opts.timeout + EXEC_GRACE);
         let (mut store, provider) = self.instantiate(state).await.map_err(|e| {
             fail(SyncError::new(
                 ErrorKind::Transport,
@@ -163,9 +180,8 @@ impl Runtime {
             paperclip.sandbox.startup.operations = ops.len(),
             paperclip.sandbox.startup.guard_bytes = opts.max_output_bytes,
         );
-        let started = std::time::Instant::now();
         let result = tracing::Instrument::instrument(
-            tokio::time::timeout(opts.timeout + HOST_GRACE, call),
+            tokio::time::timeout_at(started + opts.timeout + HOST_GRACE, call),
             span.clone(),
         )
         .await;
@@ -206,8 +222,15 @@ impl Runtime {
 }
 
 /// Opens one grant per mapping, in order: read-only sources for sync-in,
-/// read-write targets for sync-out. A file mapping grants its parent.
-fn grant_all(dir: Direction, ops: &[SyncOperation]) -> Result<Vec<GrantedDir>, SyncError> {
+/// read-write targets for sync-out. A file mapping grants its parent. A
+/// source that is read as `tar -h` reads (`followSymlinks`, and a file
+/// mapping's own source) follows symlinks wherever they lead, unless
+/// `opts.confine_followed_symlinks`.
+fn grant_all(
+    dir: Direction,
+    ops: &[SyncOperation],
+    opts: &SyncOptions,
+) -> Result<Vec<GrantedDir>, SyncError> {
     let mut out = Vec::new();
     for m in ops.iter().flat_map(|o| o.files.iter()) {
         let host_path = Path::new(match dir {
@@ -237,7 +260,15 @@ fn grant_all(dir: Direction, ops: &[SyncOperation]) -> Result<Vec<GrantedDir>, S
                 )
             })?;
         }
-        let g = GrantedDir::open(&granted, dir == Direction::Out).map_err(|e| match e.kind() {
+        let follow = match m.kind {
+            MappingKind::Directory => m.follow_symlinks.unwrap_or(false),
+            MappingKind::File => true,
+        } && !opts.confine_followed_symlinks;
+        let opened = match dir {
+            Direction::In => GrantedDir::read_only(&granted, follow),
+            Direction::Out => GrantedDir::read_write(&granted),
+        };
+        let g = opened.map_err(|e| match e.kind() {
             std::io::ErrorKind::NotFound => SyncError::new(
                 ErrorKind::InvalidRequest,
                 format!("source {} does not exist", host_path.display()),

@@ -27,10 +27,13 @@ fn hostile_root() -> &'static Path {
     })
 }
 
-fn hostile_backend() -> LocalBackend {
-    LocalBackend::sandbox_root_with_host_userland(hostile_root())
-        .unwrap()
-        .user(SANDBOX_UID)
+/// The hostile sandbox as `uid` (`None`: as root, uid 0).
+fn hostile_backend(uid: Option<u32>) -> LocalBackend {
+    let b = LocalBackend::sandbox_root_with_host_userland(hostile_root()).unwrap();
+    match uid {
+        Some(uid) => b.user(uid),
+        None => b,
+    }
 }
 
 struct Case {
@@ -90,12 +93,26 @@ fn audit(dir: &Path) -> Vec<String> {
     found
 }
 
-fn run(name: &str, archive: &[u8], n: usize) -> Result<SyncOutcome, Failed> {
+fn run(name: &str, archive: &[u8], n: usize, uid: Option<u32>) -> Result<SyncOutcome, Failed> {
+    run_with(name, archive, n, uid, |o| {
+        o.max_entries = 1000;
+        o.max_metadata_bytes = 512 << 10;
+    })
+}
+
+/// Syncs `archive` out of a hostile sandbox; on failure, nothing may have
+/// landed on the host and no staging may be left.
+fn run_with(
+    name: &str,
+    archive: &[u8],
+    n: usize,
+    uid: Option<u32>,
+    tune: impl FnOnce(&mut SyncOptions),
+) -> Result<SyncOutcome, Failed> {
     let c = case(n, archive);
-    let backend = hostile_backend();
+    let backend = hostile_backend(uid);
     let mut opts = SyncOptions::new(c.remote.clone());
-    opts.max_entries = 1000;
-    opts.max_metadata_bytes = 512 << 10;
+    tune(&mut opts);
     let target = c.host.join("target");
     let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
     let result = block_on(runtime().sync_out(&ops, &opts, std::sync::Arc::new(backend)));
@@ -116,11 +133,22 @@ fn run(name: &str, archive: &[u8], n: usize) -> Result<SyncOutcome, Failed> {
     result
 }
 
+/// Issue 11.1: the hostile suite runs with the sandbox as root (uid 0) and
+/// as an unprivileged uid.
 #[test]
-fn every_attack_class_is_refused() {
+fn every_attack_class_is_refused_as_root() {
+    every_attack_class_is_refused(None, 0);
+}
+
+#[test]
+fn every_attack_class_is_refused_unprivileged() {
+    every_attack_class_is_refused(Some(SANDBOX_UID), 5000);
+}
+
+fn every_attack_class_is_refused(uid: Option<u32>, base: usize) {
     let mut wrong = Vec::new();
     for (n, (name, archive)) in corpus().into_iter().enumerate() {
-        match run(name, &archive, n) {
+        match run(name, &archive, base + n, uid) {
             Ok(_) => wrong.push(format!("{name}: accepted")),
             Err(f)
                 if matches!(
@@ -153,7 +181,7 @@ fn a_benign_archive_through_the_same_harness_lands() {
         .concat(),
     );
     let c = case(9999, &archive);
-    let backend = hostile_backend();
+    let backend = hostile_backend(Some(SANDBOX_UID));
     let target = c.host.join("target");
     let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
     block_on(runtime().sync_out(
@@ -167,4 +195,68 @@ fn a_benign_archive_through_the_same_harness_lands() {
         std::fs::read_link(target.join("l")).unwrap().to_str(),
         Some("d/ok")
     );
+}
+
+/// Issue 11.9: deep member paths imply one directory per component; the
+/// guest keeps one small node per directory, so a stream well within the
+/// default limits fits in a modest guest memory (it once needed memory
+/// quadratic in the name's length and trapped, leaving the staging).
+#[test]
+fn deep_paths_fit_in_guest_memory() {
+    let archive = hostile::deep_members(24, 1800);
+    let out = run_with("deep", &archive, 9001, Some(SANDBOX_UID), |o| {
+        o.guest_memory_bytes = 48 << 20;
+    })
+    .expect("deep paths within the limits land");
+    assert_eq!(out.operations[0].files_transferred, 24);
+}
+
+/// Issue 11.9: the parent directories a member implies count against
+/// `max-entries` (one deep member once created 1,900 under a limit of 2).
+#[test]
+fn implied_parents_count_against_max_entries() {
+    let archive = hostile::deep_members(1, 1900);
+    let err = run_with("implied", &archive, 9002, Some(SANDBOX_UID), |o| {
+        o.max_entries = 2;
+    })
+    .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
+}
+
+/// Issue 11.9: a guest trap (here: out of memory, the entry limit set far
+/// above what the memory holds) leaves nothing: the host removes the
+/// staging the trapped component had filled.
+#[test]
+fn a_guest_trap_leaves_no_staging() {
+    let archive = hostile::many_files(60_000);
+    let err = run_with("trap", &archive, 9003, Some(SANDBOX_UID), |o| {
+        o.guest_memory_bytes = 6 << 20;
+        o.max_entries = 10_000_000;
+    })
+    .unwrap_err();
+    assert!(
+        err.error.message.contains("trapped"),
+        "expected a trap: {}",
+        err.error
+    );
+}
+
+/// Issue 11.10: link checks cost their target's length, so a stream of
+/// links with long targets is decided well within a short timeout (it once
+/// ran 32 s past a 2 s one).
+#[test]
+fn long_link_targets_are_checked_within_the_deadline() {
+    let archive = hostile::long_link_targets(1000);
+    let timeout = std::time::Duration::from_secs(2);
+    let started = std::time::Instant::now();
+    let r = run_with("links", &archive, 9004, Some(SANDBOX_UID), |o| {
+        o.timeout = timeout;
+    });
+    let took = started.elapsed();
+    assert!(
+        took < timeout + std::time::Duration::from_secs(2),
+        "{took:?}"
+    );
+    let out = r.expect("normalized links inside the tree are accepted");
+    assert_eq!(out.operations[0].files_transferred, 1000);
 }

@@ -401,5 +401,62 @@ pub fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             b"Hello, I am definitely not a tar archive.\n".repeat(64),
         ),
         ("all-ones", vec![0xff; 4096]),
+        // Issue 11.3: reserved scratch names, which promotion once kept.
+        (
+            "reserved-scratch-name",
+            cat(&[
+                dir(b"sub/deeper", 0o755),
+                symlink(b"x", b"sub/deeper"),
+                symlink(b".paperclip-upload-k", b"x/../.."),
+            ]),
+        ),
+        (
+            "reserved-scratch-name-nested",
+            cat(&[file(b"d/.paperclip-upload-x", b"")]),
+        ),
+        // Inside today, outside once `x` becomes a real directory.
+        (
+            "climb-after-a-name",
+            cat(&[
+                dir(b"sub/deeper", 0o755),
+                symlink(b"x", b"sub/deeper"),
+                symlink(b"y", b"x/../.."),
+            ]),
+        ),
     ]
+}
+
+/// A member path of `depth` one-letter components (the deepest a 4096-byte
+/// name allows is about 2000): the shape that implied one directory per
+/// component and once cost guest memory quadratic in the name's length.
+pub fn deep_members(count: usize, depth: usize) -> Vec<u8> {
+    let mut v = Vec::new();
+    for i in 0..count {
+        let name = format!("t{i}/{}f", "a/".repeat(depth));
+        v.extend(gnu_long(b'L', name.as_bytes()));
+        v.extend(file(b"placeholder", b"deep"));
+    }
+    end(v)
+}
+
+/// `count` symlinks whose long targets climb and then descend a thousand
+/// components: once resolved with a path join per component (twice per
+/// link), about 0.1 s of guest CPU each.
+pub fn long_link_targets(count: usize) -> Vec<u8> {
+    let target = format!("../{}x", "a/".repeat(1000));
+    let mut v = dir(b"d", 0o755);
+    for i in 0..count {
+        v.extend(gnu_long(b'K', target.as_bytes()));
+        v.extend(symlink(format!("d/l{i}").as_bytes(), b"placeholder"));
+    }
+    end(v)
+}
+
+/// `count` empty files with distinct names.
+pub fn many_files(count: usize) -> Vec<u8> {
+    let mut v = Vec::new();
+    for i in 0..count {
+        v.extend(file(format!("f{i:07}").as_bytes(), b""));
+    }
+    end(v)
 }
