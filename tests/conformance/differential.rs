@@ -3,7 +3,6 @@
 //! fallback must land identically (content, modes, link targets, empty
 //! directories, excludes).
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -82,34 +81,6 @@ fn random_tree(rng: &mut Rng, dir: &Path, depth: u32) {
             .unwrap(),
         }
     }
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Node {
-    File { mode: u32, data: Vec<u8> },
-    Dir { mode: u32 },
-    Link(String),
-}
-
-fn snapshot(root: &Path) -> BTreeMap<String, Node> {
-    let mut out = BTreeMap::new();
-    walk(root, &mut |p| {
-        let rel = p.strip_prefix(root).unwrap().display().to_string();
-        let meta = std::fs::symlink_metadata(p).unwrap();
-        let mode = meta.permissions().mode() & 0o7777;
-        let node = if meta.file_type().is_symlink() {
-            Node::Link(std::fs::read_link(p).unwrap().display().to_string())
-        } else if meta.is_dir() {
-            Node::Dir { mode }
-        } else {
-            Node::File {
-                mode,
-                data: std::fs::read(p).unwrap(),
-            }
-        };
-        out.insert(rel, node);
-    });
-    out
 }
 
 fn fallback() -> &'static Runtime {

@@ -99,18 +99,88 @@ fn wrong_kind_of_source(u: Env) {
     assert!(!sb.host.join("t").exists());
 }
 
-/// Following a symlink that leads out of the source directory is refused
-/// rather than uploading a file the mapping never named.
-fn follow_refuses_links_out_of_the_source(u: Env) {
+/// Issue 11.5: `followSymlinks: true` means exactly tar `-h`: links out of
+/// the source directory (absolute or relative, to files and to directories)
+/// are dereferenced, and the result equals the orchestrator's own
+/// `tar -h` upload.
+fn follow_dereferences_like_tar_h(u: Env) {
+    let sb = Sandbox::new(u);
+    sb.write_host("secret", b"host file named by a link");
+    sb.write_host("outdir/x", b"in a linked directory");
+    sb.write_host("outdir/deep/y", b"deeper");
+    sb.write_host("ws/a", b"a");
+    sb.write_host("ws/sub/b", b"b");
+    std::os::unix::fs::symlink(sb.host.join("secret"), sb.host.join("ws/abs")).unwrap();
+    std::os::unix::fs::symlink("../secret", sb.host.join("ws/rel")).unwrap();
+    std::os::unix::fs::symlink(sb.host.join("outdir"), sb.host.join("ws/dirlink")).unwrap();
+    std::os::unix::fs::symlink("../a", sb.host.join("ws/sub/inside")).unwrap();
+    let mut m = dir(sb.host.join("ws"), sb.remote("p"));
+    m.follow_symlinks = Some(true);
+    let out = sb.sync_in(&[op("o", vec![m])]).expect("tar -h semantics");
+    let want = orchestrator_tar(&sb.host.join("ws"), &[], true);
+    let got = snapshot(&sb.remote_on_host("p"));
+    assert_eq!(got, snapshot(want.path()));
+    assert!(
+        matches!(got.get("dirlink/deep/y"), Some(Node::File { .. })),
+        "{got:?}"
+    );
+    assert_eq!(out.operations[0].files_transferred, 7);
+}
+
+/// The stricter policy stays available as a host setting: with it, a link
+/// out of the source is refused before any exec.
+fn follow_can_be_confined_by_the_host(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_host("secret", b"host secret");
     sb.write_host("ws/a", b"a");
     std::os::unix::fs::symlink(sb.host.join("secret"), sb.host.join("ws/leak")).unwrap();
     let mut m = dir(sb.host.join("ws"), sb.remote("p"));
     m.follow_symlinks = Some(true);
-    let err = sb.sync_in(&[op("o", vec![m])]).unwrap_err();
+    let mut opts = sb.options();
+    opts.confine_followed_symlinks = true;
+    let err = sb.sync_in_with(&[op("o", vec![m])], &opts).unwrap_err();
     assert_eq!(err.error.kind, ErrorKind::Confinement, "{}", err.error);
     assert_execs(err.execs, 0);
+    // A file mapping whose source is such a link: followed by default,
+    // refused under the stricter policy.
+    std::os::unix::fs::symlink(sb.host.join("secret"), sb.host.join("link")).unwrap();
+    let m = file(sb.host.join("link"), sb.remote("f"));
+    let err = sb
+        .sync_in_with(&[op("o", vec![m.clone()])], &opts)
+        .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::Confinement, "{}", err.error);
+    sb.sync_in(&[op("o", vec![m])])
+        .expect("followed by default");
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("f")).unwrap(),
+        b"host secret"
+    );
+}
+
+/// Issue 11.13: a requested mode with set-id or sticky bits is refused
+/// before any exec, in both directions (ARCHITECTURE.md: never sent).
+fn set_id_modes_are_refused(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("tool", b"#!/bin/sh\n");
+    sb.write_host("d/x", b"x");
+    sb.write_remote("out", b"o");
+    let mut f = file(&src, sb.remote("tool"));
+    f.mode = Some(0o4755);
+    let mut d = dir(sb.host.join("d"), sb.remote("d"));
+    d.mode = Some(0o3777);
+    let mut o = file_out(sb.remote("out"), sb.host.join("back/out"));
+    o.mode = Some(0o2644);
+    for r in [
+        sb.sync_in(&[op("o", vec![f])]),
+        sb.sync_in(&[op("o", vec![d])]),
+        sb.sync_out(&[op("o", vec![o])]),
+    ] {
+        let err = r.unwrap_err();
+        assert_eq!(err.error.kind, ErrorKind::InvalidRequest, "{}", err.error);
+        assert_eq!(err.execs, 0);
+    }
+    assert!(!sb.remote_on_host("tool").exists());
+    assert!(!sb.host.join("back/out").exists());
 }
 
 /// A sandbox that floods stderr past the cap fails the sync closed.
@@ -132,8 +202,50 @@ sandbox_sync_tests::for_each_userland!(
     source_changed_mid_stream,
     exec_timeout,
     wrong_kind_of_source,
-    follow_refuses_links_out_of_the_source,
+    follow_dereferences_like_tar_h,
+    follow_can_be_confined_by_the_host,
+    set_id_modes_are_refused,
 );
+
+/// Issue 11.14: the file sent must be the very file planned. One renamed
+/// over it with the same size and mtime is caught by device and inode.
+#[test]
+fn source_replaced_by_a_same_size_same_mtime_file() {
+    let sb = Sandbox::new(Env {
+        userland: Userland::Gnu,
+        transport: Transport::Local,
+    });
+    sb.write_remote("data.bin", b"previous");
+    let src = sb.write_host("data.bin", &[1u8; 4096]);
+    let planned = std::fs::metadata(&src).unwrap().modified().unwrap();
+    let swapper = {
+        let src = src.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(400));
+            let twin = src.with_extension("twin");
+            std::fs::write(&twin, [2u8; 4096]).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&twin)
+                .unwrap()
+                .set_modified(planned)
+                .unwrap();
+            std::fs::rename(&twin, &src).unwrap();
+        })
+    };
+    let err = sb
+        .sync_in_via(
+            &[op("o", vec![file(&src, sb.remote("data.bin"))])],
+            sb.slow_backend(Duration::from_millis(1500)),
+        )
+        .unwrap_err();
+    swapper.join().unwrap();
+    assert_eq!(err.error.kind, ErrorKind::SourceChanged, "{}", err.error);
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("data.bin")).unwrap(),
+        b"previous"
+    );
+}
 
 /// A hostile sandbox whose stream carries a traversal member is refused with
 /// unsafe-archive and nothing lands (the scripted backend plays the sandbox).

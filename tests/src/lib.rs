@@ -277,6 +277,15 @@ impl Sandbox {
         self.root.join(sandbox_path.trim_start_matches('/'))
     }
 
+    /// How a process inside the sandbox names the host path `p` (a jailed
+    /// process's `/proc/PID/fd` links show paths inside its root).
+    pub fn inside_view(&self, p: &Path) -> PathBuf {
+        match p.strip_prefix(&self.root) {
+            Ok(rel) if self.root != Path::new("/") => Path::new("/").join(rel),
+            _ => p.to_path_buf(),
+        }
+    }
+
     /// The host path of `rel` under the remote dir.
     pub fn remote_on_host(&self, rel: &str) -> PathBuf {
         self.on_host(&self.remote(rel))
@@ -451,6 +460,100 @@ fn vm_hwm(pid: u32) -> Option<u64> {
         .parse()
         .ok()?;
     Some(kb * 1024)
+}
+
+/// One path of a [`snapshot`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Node {
+    /// A regular file.
+    File {
+        /// Permission bits.
+        mode: u32,
+        /// Contents.
+        data: Vec<u8>,
+    },
+    /// A directory.
+    Dir {
+        /// Permission bits.
+        mode: u32,
+    },
+    /// A symlink and its target.
+    Link(String),
+}
+
+/// Every path under `root` (not `root` itself), with type, mode, contents
+/// and link target, for comparing trees.
+pub fn snapshot(root: &Path) -> std::collections::BTreeMap<String, Node> {
+    let mut out = std::collections::BTreeMap::new();
+    walk(root, &mut |p| {
+        let rel = p.strip_prefix(root).unwrap_or(p).display().to_string();
+        let Ok(meta) = std::fs::symlink_metadata(p) else {
+            return;
+        };
+        let mode = meta.permissions().mode() & 0o7777;
+        let node = if meta.file_type().is_symlink() {
+            Node::Link(
+                std::fs::read_link(p)
+                    .map(|t| t.display().to_string())
+                    .unwrap_or_default(),
+            )
+        } else if meta.is_dir() {
+            Node::Dir { mode }
+        } else {
+            Node::File {
+                mode,
+                data: std::fs::read(p).unwrap_or_default(),
+            }
+        };
+        out.insert(rel, node);
+    });
+    out
+}
+
+/// What the orchestrator's own fallback would upload for a directory
+/// mapping: its `tar -c [-h] --exclude ._* [--exclude X…] -- <entries>`,
+/// extracted with `tar -x -p` into a fresh directory.
+///
+/// # Panics
+/// When tar fails (the caller compares trees; a failing tar is a failing test).
+#[allow(clippy::expect_used)]
+pub fn orchestrator_tar(src: &Path, exclude: &[&str], follow: bool) -> tempfile::TempDir {
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut entries: Vec<_> = std::fs::read_dir(src)
+        .expect("read source")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    entries.sort();
+    let mut c = std::process::Command::new("tar");
+    c.env("LC_ALL", "C.UTF-8")
+        .args(["-c", "--no-xattrs"])
+        .args(if follow { &["-h"][..] } else { &[][..] })
+        .arg("-f")
+        .arg("-")
+        .arg("-C")
+        .arg(src)
+        .args(["--exclude", "._*"]);
+    for x in exclude {
+        c.arg("--exclude").arg(x);
+    }
+    c.arg("--").args(&entries);
+    let created = c.output().expect("tar -c");
+    assert!(
+        created.status.success(),
+        "tar -c: {}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let mut x = std::process::Command::new("tar")
+        .args(["-x", "-p", "-f", "-", "-C"])
+        .arg(out.path())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("tar -x");
+    std::io::Write::write_all(x.stdin.as_mut().expect("stdin"), &created.stdout).expect("feed tar");
+    drop(x.stdin.take());
+    assert!(x.wait().expect("tar -x").success());
+    out
 }
 
 /// Visits every path under `dir` (not following symlinks).
