@@ -143,7 +143,40 @@ fn no_extra_exec_without_commands(u: Env) {
     assert_execs(out.execs, 1);
 }
 
+/// Issue 11.11: the watchdog of a quick command is stopped reliably. A TERM
+/// sent right after forking the watcher was sometimes lost (dash, BusyBox
+/// sh): the quick command was reported timed out, or the sync hung for the
+/// command's whole timeout. `WATCHDOG_RUNS` (default 3) syncs of 150 quick
+/// commands with a 60 s timeout each: none may time out, none may hang.
+fn quick_commands_never_time_out_falsely(u: Env) {
+    let runs: usize = std::env::var("WATCHDOG_RUNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let sb = Sandbox::new(u);
+    let cmds: Vec<PostUploadCommand> = (0..150)
+        .map(|_| PostUploadCommand {
+            command: "true".into(),
+            cwd: None,
+            timeout_ms: Some(60_000),
+        })
+        .collect();
+    let mut opts = sb.options();
+    opts.timeout = std::time::Duration::from_secs(50);
+    for run in 0..runs {
+        let started = std::time::Instant::now();
+        let out = sb.sync_in_with(&[with_cmds(op("o", vec![]), cmds.clone())], &opts);
+        let took = started.elapsed();
+        assert!(out.is_ok(), "run {run}: {}", out.unwrap_err().error);
+        assert!(
+            took < std::time::Duration::from_secs(30),
+            "run {run} took {took:?}"
+        );
+    }
+}
+
 sandbox_sync_tests::for_each_userland!(
+    quick_commands_never_time_out_falsely,
     commands_run_in_order_after_upload,
     commands_are_verbatim,
     command_in_explicit_cwd,

@@ -137,8 +137,14 @@ _ss_tag=$_ss_scratch
 _ss_pending=
 _ss_watch=
 _ss_cp=
+# Watchers are stopped with USR2, which nothing in this program traps: a
+# forked subshell keeps its parent's handlers for trapped signals until it
+# resets them, and dash and BusyBox sh drop a signal caught in that window
+# (a TERM there was lost, so a watcher slept on to its timeout). An
+# untrapped USR2 kills the child outright until it installs its own trap.
+# The watchers' sleeps are KILLed for the same reason.
 _ss_cleanup() {
-  [ -z "$_ss_watch" ] || kill "$_ss_watch" 2>/dev/null
+  [ -z "$_ss_watch" ] || kill -USR2 "$_ss_watch" 2>/dev/null
   [ -z "$_ss_cp" ] || kill "$_ss_cp" 2>/dev/null
   [ -z "$_ss_pending" ] || rm -rf "$_ss_pending"
   rm -rf "$_ss_S"
@@ -146,7 +152,7 @@ _ss_cleanup() {
 trap _ss_cleanup EXIT
 trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM; trap 'exit 54' USR1
 if [ -n "$_ss_deadline" ]; then
-  (trap 'kill "$_ss_ws" 2>/dev/null; exit 0' TERM
+  (trap 'kill -KILL "$_ss_ws" 2>/dev/null; exit 0' USR2
    sleep "$_ss_deadline" & _ss_ws=$!
    wait "$_ss_ws" && kill -USR1 $$) </dev/null >/dev/null 2>&1 &
   _ss_watch=$!
@@ -170,7 +176,7 @@ _ss_file() {
 _ss_clear() {
   for _ss_e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
     [ -e "$_ss_e" ] || [ -L "$_ss_e" ] || continue
-    case ${_ss_e##*/} in .paperclip-upload*) continue ;; esac
+    case ${_ss_e##*/} in "$_ss_reserved"*) continue ;; esac
     rm -rf "$_ss_e" || _ss_die 44 "cannot remove ${_ss_e##*/} from the target"
   done
 }
@@ -214,7 +220,7 @@ _ss_cmd() {
   _ss_cp=$!
   _ss_wp=
   if [ -n "$5" ]; then
-    (trap 'kill "$_ss_sp" 2>/dev/null; exit 0' TERM
+    (trap 'kill -KILL "$_ss_sp" 2>/dev/null; exit 0' USR2
      sleep "$5" & _ss_sp=$!
      wait "$_ss_sp" || exit 0
      : >/proc/self/fd/9/timeout
@@ -223,7 +229,7 @@ _ss_cmd() {
   fi
   wait "$_ss_cp"; _ss_rc=$?
   _ss_cp=
-  if [ -n "$_ss_wp" ]; then kill "$_ss_wp" 2>/dev/null; wait "$_ss_wp" 2>/dev/null; fi
+  if [ -n "$_ss_wp" ]; then kill -USR2 "$_ss_wp" 2>/dev/null; wait "$_ss_wp" 2>/dev/null; fi
   exec 8<&-
   if [ -e /proc/self/fd/9/timeout ]; then
     printf 'SANDBOX-SYNC cmd %s %s %s 1\n' "$1" "$2" "$_ss_rc"; _ss_die 52 "post-upload command timed out after $5s"
@@ -264,11 +270,13 @@ _ss_odir() {
     _ss_k=0
     for _ss_e in * .[!.]* ..?*; do
       [ -e "$_ss_e" ] || [ -L "$_ss_e" ] || continue
+      # Provider scratch (ours, or a fallback's staged tar) is not data.
+      case $_ss_e in "$_ss_reserved"*) continue ;; esac
       set -- "$@" "$_ss_e"; _ss_k=$((_ss_k + 1))
     done
     exec 8<&- 9<&-
     if [ "$_ss_k" -eq 0 ]; then exec head -c 1024 /dev/zero; fi
-    exec tar -c -f - "$@"
+    LC_ALL=C exec tar -c -f - "$@"
   ) || _ss_die 43 "archiving $_ss_src failed"
   exec 8<&-
 }
@@ -305,6 +313,7 @@ fn preamble(root: &str, timeout_ms: u64, scratch: &str) -> Result<String, SyncEr
     let mut s = String::with_capacity(LIBRARY.len() + 256);
     let _ = writeln!(s, "_ss_rootarg={}", sh_quote(root)?);
     let _ = writeln!(s, "_ss_scratch={scratch}");
+    let _ = writeln!(s, "_ss_reserved={}", sh_quote(crate::SCRATCH_PREFIX)?);
     let _ = writeln!(s, "_ss_deadline={}", deadline(timeout_ms));
     s.push_str(LIBRARY);
     Ok(s)
@@ -572,10 +581,15 @@ impl OutboundScript {
     ) -> Result<(), SyncError> {
         self.mark(&Marker::Mapping { op, map });
         let mut line = format!("_ss_odir {} {}", sh_quote(source)?, u8::from(follow));
+        // The sandbox's tar only saves bytes on the wire; the component
+        // applies the exact patterns to what arrives. Its tar runs in the C
+        // locale, where an ASCII pattern excludes a subset of what the
+        // component does; other patterns are left to the component alone.
         for p in crate::exclude::DEFAULT_EXCLUDES
             .iter()
             .copied()
             .chain(exclude.iter().map(String::as_str))
+            .filter(|p| p.is_ascii())
         {
             line.push(' ');
             line.push_str(&sh_quote(p)?);
