@@ -120,6 +120,16 @@ fn killed_mid_transfer(u: Env) {
         .unwrap();
     sb.write_remote("big.bin", b"previous");
     let remote = sb.remote_on_host("");
+    let view = {
+        let probe = sb.remote_on_host("x");
+        let inside = sb.inside_view(&probe);
+        move |p: &std::path::Path| {
+            inside
+                .parent()
+                .unwrap()
+                .join(p.strip_prefix(probe.parent().unwrap()).unwrap())
+        }
+    };
     let killer = std::thread::spawn(move || {
         for _ in 0..1000 {
             std::thread::sleep(Duration::from_millis(5));
@@ -141,7 +151,9 @@ fn killed_mid_transfer(u: Env) {
             // as fd 9), so no trap can run. Other tests' programs are left alone.
             let mut killed = false;
             for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-                if std::fs::read_link(entry.path().join("fd/9")).is_ok_and(|t| t == staging) {
+                if std::fs::read_link(entry.path().join("fd/9"))
+                    .is_ok_and(|t| t == staging || t == view(&staging))
+                {
                     let pid = entry.file_name().to_string_lossy().into_owned();
                     killed |= std::process::Command::new("kill")
                         .args(["-KILL", &pid])

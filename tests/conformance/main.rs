@@ -7,11 +7,15 @@
 
 mod commands; // post-upload commands (seed tests 16-21)
 mod confinement; // path confinement in both directions (1, 2, 6-8, 12, 14, 19, 20)
+mod deadlines; // a call returns within its timeout plus a small grace
 mod differential; // tar-stream vs base64 fallback on random trees
-mod failures;
+mod exclude_differential; // the guest's --exclude emulation against the real GNU tar
+mod failures; // bad input, faults and fail-loud behaviour
 mod faults; // cut streams, killed sandbox programs, a full host disk
 mod hostile; // every attack class from security-anchors.md from a compromised tar
-mod kube_faults; // faults injected by the Kubernetes exec protocol server // bad input, faults and fail-loud behaviour
+mod jail; // nothing in a local sandbox root, uid 0 included, reaches the host
+mod kube_faults; // faults injected by the Kubernetes exec protocol server
 mod races; // a racer swaps directories for escaping symlinks during syncs
+mod replace; // sync-out destroy-then-replace is all or nothing
 mod sync_in; // inbound files and directories (3-5, 9)
 mod sync_out; // outbound files and directories (10, 11, 13, 15)

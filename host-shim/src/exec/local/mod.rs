@@ -1,11 +1,14 @@
 //! The `local` backend: `/bin/sh` on this machine, optionally inside a
 //! sandbox root the way a container runtime would run a pod.
 //!
-//! With a sandbox root the process gets new mount and PID namespaces
-//! (`unshare --mount --pid --fork --kill-child`), a fresh `/proc` and a bound
-//! `/dev/null`, and is `chroot`ed into the root, optionally as another user.
-//! Without one it runs directly on the host (the seeds' test harness does
-//! the same), optionally dropped to another user with `setpriv`.
+//! With a sandbox root the process is jailed the way a container runtime
+//! would run a pod's (see [`jail`]): its own namespaces, `pivot_root` into
+//! the root, a fresh `/proc`, a bound `/dev/null`, a container's capability
+//! set, optionally another user. Without one it runs directly on the host
+//! (the seeds' test harness does the same), optionally dropped to another
+//! user with `setpriv`.
+
+mod jail;
 
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
@@ -22,35 +25,14 @@ use tokio::time::Instant;
 
 use super::{BoxFuture, Control, ExecBackend, ExecError, ExecRequest, ExitInfo, Process};
 
-/// How long a timed-out process gets between TERM and KILL to clean up.
-const TERM_GRACE: Duration = Duration::from_secs(2);
+/// How long a timed-out process gets between TERM and KILL to clean up. The
+/// sync program stops itself before its deadline, so TERM only reaches a
+/// program that is stuck or hostile: it gets little time.
+const TERM_GRACE: Duration = Duration::from_millis(300);
 
 /// How long to wait for stderr EOF after the process exits (a stray
 /// grandchild may hold the pipe open).
 const STDERR_GRACE: Duration = Duration::from_secs(2);
-
-/// Inside the new namespaces: mount `/proc` and `/dev/null`, then chroot.
-const ENTER_ROOT: &str = r#"r=$1; u=$2; h=$3; shift 3
-mount -t proc proc "$r/proc" && mount --bind /dev/null "$r/dev/null" || exit 125
-if [ "$h" = 1 ]; then
-  for d in /bin /sbin /lib /lib32 /lib64 /usr/bin /usr/sbin /usr/lib /usr/lib64 /usr/libexec /usr/share; do
-    if [ -L "$d" ]; then [ -e "$r$d" ] || [ -L "$r$d" ] || ln -s "$(readlink "$d")" "$r$d" || exit 125
-    elif [ -d "$d" ]; then mkdir -p "$r$d" && mount --bind "$d" "$r$d" && mount -o remount,bind,ro "$r$d" || exit 125
-    fi
-  done
-fi
-# Not exec: this shell stays the namespace's init, forwards TERM/HUP/INT to
-# the program (an init only receives signals it handles), and reports a
-# signal death of the program as 128+N (util-linux unshare cannot re-raise it).
-# A background job's stdin is /dev/null unless redirected: keep ours on fd 3.
-exec 3<&0
-if [ -n "$u" ]; then chroot --userspec="$u:$u" --groups="$u" "$r" "$@" 0<&3 3<&- &
-else chroot "$r" "$@" 0<&3 3<&- &
-fi
-exec 3<&-
-c=$!
-trap 'kill -TERM "$c" 2>/dev/null' TERM HUP INT
-while :; do wait "$c"; rc=$?; kill -0 "$c" 2>/dev/null || exit "$rc"; done"#;
 
 /// Runs sandbox commands as local processes.
 #[derive(Debug, Clone, Default)]
@@ -67,11 +49,10 @@ impl LocalBackend {
         Self::default()
     }
 
-    /// Runs commands chrooted into `root` in new mount and PID namespaces.
+    /// Runs commands jailed in `root` (see [`jail`]).
     ///
     /// # Errors
-    /// When `root` has no `/bin/sh` or its `/proc` and `/dev/null`
-    /// mount points cannot be prepared.
+    /// When `root` is not a directory.
     pub fn sandbox_root(root: impl AsRef<Path>) -> std::io::Result<Self> {
         Self::prepare_root(root, false)
     }
@@ -82,24 +63,21 @@ impl LocalBackend {
     /// `/usr/local`, `/etc` and data stay its own.
     ///
     /// # Errors
-    /// When the mount points cannot be prepared.
+    /// When `root` is not a directory.
     pub fn sandbox_root_with_host_userland(root: impl AsRef<Path>) -> std::io::Result<Self> {
         Self::prepare_root(root, true)
     }
 
     fn prepare_root(root: impl AsRef<Path>, host_userland: bool) -> std::io::Result<Self> {
+        // Nothing inside the root is touched from the host side: the root is
+        // the sandbox's, and a path in it may be a link it planted. `/proc`
+        // and `/dev/null` are set up inside the jail (see `jail`).
         let root = std::fs::canonicalize(root.as_ref())?;
-        if !host_userland && !root.join("bin/sh").exists() {
+        if !root.is_dir() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::NotFound,
-                format!("sandbox root {} has no /bin/sh", root.display()),
+                format!("sandbox root {} is not a directory", root.display()),
             ));
-        }
-        std::fs::create_dir_all(root.join("proc"))?;
-        std::fs::create_dir_all(root.join("dev"))?;
-        let null = root.join("dev/null");
-        if std::fs::symlink_metadata(&null).is_err() {
-            std::fs::File::create(&null)?;
         }
         Ok(LocalBackend {
             root: Some(root),
@@ -134,25 +112,19 @@ impl LocalBackend {
             .ok_or_else(|| ExecError::Unsupported("empty argv".into()))?;
         let mut cmd = match (&self.root, self.user) {
             (Some(root), user) => {
-                let mut c = Command::new("unshare");
-                c.args([
-                    "--mount",
-                    "--pid",
-                    "--fork",
-                    // TERM (not KILL) to the namespace's init on teardown
-                    // lets the sync script run its cleanup trap.
-                    "--kill-child=TERM",
-                    "--",
-                    "/bin/sh",
-                    "-c",
-                    ENTER_ROOT,
-                    "enter-root",
-                ])
-                .arg(root)
-                .arg(user.map(|u| u.to_string()).unwrap_or_default())
-                .arg(if self.host_userland { "1" } else { "0" })
-                .arg(program)
-                .args(args);
+                let jail = jail::Jail::new(root, user, self.host_userland).map_err(|source| {
+                    ExecError::Spawn {
+                        program: program.clone(),
+                        source,
+                    }
+                })?;
+                let mut c = Command::new(program);
+                c.args(args);
+                // SAFETY: `enter` only makes system calls (it runs between
+                // fork and exec of a multi-threaded process); see `jail`.
+                unsafe {
+                    c.pre_exec(move || jail.enter());
+                }
                 c
             }
             (None, Some(uid)) => {
@@ -221,6 +193,7 @@ impl ExecBackend for LocalBackend {
                     timed_out,
                     watchdog,
                     stderr_task: Some(stderr_task),
+                    reaped: false,
                 }),
             })
         })
@@ -347,11 +320,17 @@ struct LocalControl {
     timed_out: Arc<AtomicBool>,
     watchdog: JoinHandle<()>,
     stderr_task: Option<JoinHandle<(Vec<u8>, bool)>>,
+    reaped: bool,
 }
 
 impl Drop for LocalControl {
+    /// A call dropped at its hard deadline takes the process group with it
+    /// (once reaped, `wait` has done so and the id may be reused).
     fn drop(&mut self) {
         self.watchdog.abort();
+        if !self.reaped {
+            kill_group(self.pgid);
+        }
     }
 }
 
@@ -359,6 +338,7 @@ impl Control for LocalControl {
     fn wait(&mut self) -> BoxFuture<'_, Result<ExitInfo, ExecError>> {
         Box::pin(async move {
             let status = self.child.wait().await.map_err(ExecError::Wait)?;
+            self.reaped = true;
             self.watchdog.abort();
             let timed_out = self.timed_out.load(Ordering::SeqCst);
             // Whatever the shell left behind in its group goes with it.
@@ -383,6 +363,8 @@ impl Control for LocalControl {
     }
 
     fn abort(&mut self) {
-        kill_group(self.pgid);
+        if !self.reaped {
+            kill_group(self.pgid);
+        }
     }
 }
