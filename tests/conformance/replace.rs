@@ -107,10 +107,16 @@ fn mode_is_in_place_before_contents_are_visible(u: Env) {
         std::thread::spawn(move || {
             let mut bad = Vec::new();
             while !done.load(Ordering::SeqCst) {
-                let Ok(meta) = std::fs::metadata(&target) else {
+                // One handle for both looks: the mode and the entries of
+                // the same directory, whatever the target path names now.
+                let Ok(handle) = std::fs::File::open(&target) else {
                     continue;
                 };
-                let visible = std::fs::read_dir(&target)
+                let Ok(meta) = handle.metadata() else {
+                    continue;
+                };
+                let fd = std::os::fd::AsRawFd::as_raw_fd(&handle);
+                let visible = std::fs::read_dir(format!("/proc/self/fd/{fd}"))
                     .map(|d| {
                         d.flatten()
                             .any(|e| e.file_name().to_string_lossy().starts_with('f'))
@@ -135,6 +141,59 @@ fn mode_is_in_place_before_contents_are_visible(u: Env) {
         bad.is_empty(),
         "new files were visible under mode(s) {bad:?}"
     );
+}
+
+/// Sync-in onto the remote dir itself is all or nothing too: an old entry
+/// that cannot be moved (a mount point) fails the sync with every old entry
+/// still in place (the old code removed entries until it hit that one).
+fn remote_dir_replacement_is_all_or_nothing(u: Env) {
+    let sb = Sandbox::new(u);
+    sb.write_remote("a", b"old a");
+    sb.write_remote("z", b"old z");
+    let mnt = sb.remote_on_host("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "mode=777", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount tmpfs (the suite runs as root)");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    std::fs::write(mnt.join("x"), b"in the mount").unwrap();
+    sb.write_host("new/b", b"new");
+    let before = snapshot(&sb.remote_on_host(""));
+    let err = sb
+        .sync_in(&[op("o", vec![dir(sb.host.join("new"), sb.remote(""))])])
+        .unwrap_err();
+    assert!(
+        matches!(err.error.kind, ErrorKind::CommandFailed | ErrorKind::Io),
+        "{}",
+        err.error
+    );
+    let after = snapshot(&sb.remote_on_host(""));
+    assert_eq!(after, before, "{}", err.error);
+}
+
+#[test]
+fn remote_dir_replacement_is_all_or_nothing_gnu() {
+    remote_dir_replacement_is_all_or_nothing(Env {
+        userland: Userland::Gnu,
+        transport: Transport::Local,
+    });
+}
+
+#[test]
+fn remote_dir_replacement_is_all_or_nothing_busybox() {
+    remote_dir_replacement_is_all_or_nothing(Env {
+        userland: Userland::BusyBox,
+        transport: Transport::Local,
+    });
 }
 
 sandbox_sync_tests::for_each_userland!(

@@ -198,23 +198,23 @@ impl Ctx<'_> {
         };
         let tar_path = format!("{stage_dir}/{tar_name}");
         self.stage_and_promote(&tar_path, target, Some(0o600), || tar.next())?;
-        let (p, b, tp) = (q(&stage_dir)?, q(base)?, q(&tar_name)?);
-        let chmod = q(&mode_arg(Some(dir_mode)))?;
-        let body = if target == self.root {
-            format!(
-                "_ss_pin {p} 8\n_ss_pin \"$_ss_root\" 7\n_ss_clear /proc/self/fd/7\n\
-                 tar -x -p -o -f /proc/self/fd/8/{tp} -C /proc/self/fd/7 || _ss_die 43 'extract failed'\n\
-                 {}rm -f /proc/self/fd/8/{tp}\n",
-                if m.mode.is_some() { format!("chmod {chmod} /proc/self/fd/7 || _ss_die 48 'chmod failed'\n") } else { String::new() }
-            )
+        let (p, tp) = (q(&stage_dir)?, q(&tar_name)?);
+        // Extract into this exec's scratch, then replace the target all or
+        // nothing with the same functions the tar-stream program uses.
+        let extract = format!(
+            "_ss_pin {p} 8\nmkdir /proc/self/fd/9/d && tar -x -p -o -f /proc/self/fd/8/{tp} -C /proc/self/fd/9/d || _ss_die 43 'extract failed'\nexec 8<&-\n"
+        );
+        let replace = if target == self.root {
+            format!("_ss_dir_root d {}\n", q(&mode_arg(m.mode))?)
         } else {
             format!(
-                "_ss_pin {p} 8\nrm -rf /proc/self/fd/8/{b} && mkdir /proc/self/fd/8/{b} || _ss_die 46 'cannot recreate the target'\n\
-                 _ss_pin /proc/self/fd/8/{b} 7\n\
-                 tar -x -p -o -f /proc/self/fd/8/{tp} -C /proc/self/fd/7 || _ss_die 43 'extract failed'\n\
-                 chmod {chmod} /proc/self/fd/7 || _ss_die 48 'chmod failed'\nrm -f /proc/self/fd/8/{tp}\n"
+                "_ss_dir d {} {} {}\n",
+                q(parent)?,
+                q(base)?,
+                q(&mode_arg(Some(dir_mode)))?
             )
         };
+        let body = format!("{extract}{replace}_ss_pin {p} 8\nrm -f /proc/self/fd/8/{tp}\n");
         let extracted = self.exec(&body, b"");
         if let Err(e) = extracted {
             let _ = self.exec(&format!("_ss_pin {p} 8\nrm -f /proc/self/fd/8/{tp}\n"), b"");

@@ -180,17 +180,37 @@ _ss_clear() {
     rm -rf "$_ss_e" || _ss_die 44 "cannot remove ${_ss_e##*/} from the target"
   done
 }
-_ss_fill() {
+# Moves every entry of $1 but provider scratch into $2.
+_ss_move_all() {
   for _ss_e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
     [ -e "$_ss_e" ] || [ -L "$_ss_e" ] || continue
-    mv -f -T "$_ss_e" "$2/${_ss_e##*/}" || _ss_die 44 "cannot move ${_ss_e##*/} into the target"
+    case ${_ss_e##*/} in "$_ss_reserved"*) continue ;; esac
+    mv -f -T "$_ss_e" "$2/${_ss_e##*/}" || return 1
   done
 }
+# Replaces the remote dir's contents (it is often a mount point, and it
+# holds the scratch dir) with the staged tree $1, all or nothing: the old
+# entries move aside into the scratch dir, the mode is set, the new ones
+# move in, and a failure at any step moves everything back.
 _ss_dir_root() {
   _ss_pin "$_ss_root" 8
-  [ -z "$2" ] || chmod "$2" /proc/self/fd/8 || _ss_die 48 'chmod failed for the remote dir'
-  _ss_clear /proc/self/fd/8
-  _ss_fill "/proc/self/fd/9/$1" /proc/self/fd/8
+  _ss_aside="/proc/self/fd/9/$1.old"
+  mkdir -m 700 "$_ss_aside" || _ss_die 46 'cannot create scratch for the old contents'
+  _ss_m=$(stat -c %a /proc/self/fd/8 2>/dev/null) || _ss_m=
+  if ! _ss_move_all /proc/self/fd/8 "$_ss_aside"; then
+    _ss_move_all "$_ss_aside" /proc/self/fd/8
+    _ss_die 44 'cannot move the old contents of the remote dir aside (a mount point inside?)'
+  fi
+  if [ -n "$2" ] && ! chmod "$2" /proc/self/fd/8; then
+    _ss_move_all "$_ss_aside" /proc/self/fd/8
+    _ss_die 48 'chmod failed for the remote dir'
+  fi
+  if ! _ss_move_all "/proc/self/fd/9/$1" /proc/self/fd/8; then
+    _ss_move_all /proc/self/fd/8 "/proc/self/fd/9/$1"
+    [ -z "$_ss_m" ] || chmod "$_ss_m" /proc/self/fd/8
+    _ss_move_all "$_ss_aside" /proc/self/fd/8
+    _ss_die 44 'cannot move the new contents into the remote dir'
+  fi
   exec 8<&-
 }
 _ss_dir() {
