@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
-use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, Mutex};
 use tokio::task::JoinSet;
 
@@ -81,6 +81,58 @@ struct Lease {
     metadata: Map<String, Value>,
 }
 
+/// Longest message accepted; a longer line is answered with an error and
+/// skipped, never buffered whole.
+pub const MAX_MESSAGE: usize = 256 << 20;
+
+enum Line {
+    Message(Vec<u8>),
+    TooLong,
+}
+
+/// NDJSON lines as bytes: a line that is not UTF-8 is a parse error for
+/// that message only, and no line grows past [`MAX_MESSAGE`].
+struct Lines<R> {
+    reader: BufReader<R>,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> Lines<R> {
+    fn new(input: R) -> Self {
+        Lines {
+            reader: BufReader::new(input),
+        }
+    }
+
+    async fn next(&mut self) -> std::io::Result<Option<Line>> {
+        let mut buf = Vec::new();
+        let limit = MAX_MESSAGE as u64 + 1;
+        let n = (&mut self.reader)
+            .take(limit)
+            .read_until(b'\n', &mut buf)
+            .await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if buf.len() > MAX_MESSAGE {
+            // Discard the rest of the line.
+            let mut rest = Vec::new();
+            while !rest.ends_with(b"\n") {
+                rest.clear();
+                if (&mut self.reader)
+                    .take(64 << 10)
+                    .read_until(b'\n', &mut rest)
+                    .await?
+                    == 0
+                {
+                    break;
+                }
+            }
+            return Ok(Some(Line::TooLong));
+        }
+        Ok(Some(Line::Message(buf)))
+    }
+}
+
 /// Shared worker state.
 struct Worker {
     embedded: Arc<Runtime>,
@@ -115,13 +167,25 @@ where
         out: tx,
     });
     let mut inflight = JoinSet::new();
-    let mut lines = BufReader::new(input).lines();
+    let mut lines = Lines::new(input);
     let mut shutdown_id = None;
-    while let Some(line) = lines.next_line().await? {
-        if line.trim().is_empty() {
+    while let Some(line) = lines.next().await? {
+        let line = match line {
+            Line::Message(bytes) => bytes,
+            Line::TooLong => {
+                worker.send_error(
+                    Value::Null,
+                    code::INVALID_REQUEST,
+                    format!("Invalid Request: a message longer than {MAX_MESSAGE} bytes"),
+                    None,
+                );
+                continue;
+            }
+        };
+        if line.trim_ascii().is_empty() {
             continue;
         }
-        let msg: Value = match serde_json::from_str(&line) {
+        let msg: Value = match serde_json::from_slice(&line) {
             Ok(v) => v,
             Err(e) => {
                 worker.send_error(
@@ -304,6 +368,11 @@ impl Worker {
         opts.max_entries = limit("maxEntries").unwrap_or(opts.max_entries);
         opts.max_metadata_bytes = limit("maxMetadataBytes").unwrap_or(opts.max_metadata_bytes);
         opts.max_stderr_bytes = limit("maxStderrBytes").unwrap_or(opts.max_stderr_bytes);
+        opts.confine_followed_symlinks = params
+            .config
+            .get("confineFollowedSymlinks")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         let result = if inbound {
             runtime.sync_in(&params.operations, &opts, backend).await
         } else {

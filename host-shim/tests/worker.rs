@@ -126,7 +126,30 @@ fn malformed_lines_never_kill_the_worker() {
     assert_eq!(w.next()["error"]["code"], -32600);
     w.send_raw(&"x".repeat(100_000));
     assert_eq!(w.next()["error"]["code"], -32700);
+    // Bytes that are not UTF-8 once ended the worker (its line reader failed).
+    w.stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}\n")
+        .unwrap();
+    w.stdin.flush().unwrap();
+    assert_eq!(w.next()["error"]["code"], -32700);
     let v = w.response(9, "health", json!({}));
+    assert_eq!(v["result"]["status"], "ok");
+}
+
+/// A message past the cap is refused without being buffered whole, and the
+/// worker keeps serving.
+#[test]
+fn an_oversized_message_is_refused() {
+    let mut w = Worker::start();
+    let chunk = vec![b'x'; 1 << 20];
+    for _ in 0..(256 + 8) {
+        w.stdin.write_all(&chunk).unwrap();
+    }
+    w.stdin.write_all(b"\n").unwrap();
+    w.stdin.flush().unwrap();
+    let v = w.next();
+    assert_eq!(v["error"]["code"], -32600, "{v}");
+    let v = w.response(2, "health", json!({}));
     assert_eq!(v["result"]["status"], "ok");
 }
 
