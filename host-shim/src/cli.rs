@@ -67,6 +67,10 @@ struct SyncArgs {
     /// Most stderr bytes kept from the sandbox (more fails the sync).
     #[arg(long, default_value_t = 1 << 20)]
     max_stderr_bytes: u64,
+    /// With followSymlinks (and for file sources), refuse a link that leads
+    /// out of the mapping's source instead of dereferencing it as `tar -h`.
+    #[arg(long)]
+    confine_followed_symlinks: bool,
 }
 
 #[derive(Debug, Args)]
@@ -111,7 +115,8 @@ pub struct BackendArgs {
     /// Kubeconfig context.
     #[arg(long)]
     pub context: Option<String>,
-    /// Run the sandbox chrooted into DIR with new mount and PID namespaces.
+    /// Run the sandbox jailed in DIR (its own namespaces, pivot_root, a
+    /// container's capabilities), as a container runtime runs a pod.
     #[arg(long, value_name = "DIR")]
     pub sandbox_root: Option<PathBuf>,
     /// Run sandbox commands as this uid.
@@ -270,6 +275,7 @@ async fn sync(inbound: bool, args: SyncArgs) -> ExitCode {
     opts.max_entries = args.max_entries;
     opts.max_metadata_bytes = args.max_metadata_bytes;
     opts.max_stderr_bytes = args.max_stderr_bytes;
+    opts.confine_followed_symlinks = args.confine_followed_symlinks;
     let result = if inbound {
         runtime.sync_in(&ops, &opts, backend).await
     } else {
