@@ -29,7 +29,7 @@ fuzz-smoke: (fuzz "15")
 fuzz seconds="600":
     cargo run -q --locked -p sandbox-sync-tests --example fuzz-corpus -- fuzz/corpus
     cd fuzz && cargo fuzz build -s none --release --target-dir {{fuzz_target_dir}}
-    for t in tar_stream component_sync_out script_quote; do \
+    for t in tar_stream component_sync_out sync_out_deadline script_quote; do \
       (cd fuzz && cargo fuzz run -s none --release --target-dir {{fuzz_target_dir}} $t corpus/$t -- -max_total_time={{seconds}} -rss_limit_mb=4096 -timeout=30 2>&1 | tail -n 3); \
     done
 

@@ -14,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
         max_payload_bytes: 1 << 24,
     };
     let mut parser = Parser::new(limits);
-    let mut tree = TreePolicy::new();
+    let mut tree = TreePolicy::new(limits.max_entries);
     let mut src = data;
     loop {
         match parser.next_entry(&mut src) {
@@ -48,15 +48,21 @@ fuzz_target!(|data: &[u8]| {
                 if tree.admit(&e).is_err() {
                     return;
                 }
+                // An admitted link never climbs after a name, nor past the root.
+                if let EntryKind::Symlink(t) = &e.kind {
+                    let depth = e.path.matches('/').count();
+                    let comps: Vec<&str> =
+                        t.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+                    let ups = comps.iter().take_while(|c| **c == "..").count();
+                    assert!(ups <= depth, "link {} -> {t} climbs out", e.path);
+                    assert!(!comps[ups..].contains(&".."), "link {} -> {t}", e.path);
+                }
                 let mut skip = vec![0u8; e.data_len().min(1 << 24) as usize];
                 if src.read_exact(&mut skip).is_err() {
                     return;
                 }
             }
-            Ok(None) => {
-                let _ = tree.finish();
-                return;
-            }
+            Ok(None) => return,
             Err(_) => return,
         }
     }

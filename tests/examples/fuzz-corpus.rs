@@ -10,7 +10,12 @@ fn main() -> anyhow::Result<()> {
             .unwrap_or_else(|| "fuzz/corpus".into()),
     );
     let mark = |t: &str| format!("{:<511}\n", format!("SANDBOX-SYNC {t}")).into_bytes();
-    for target in ["tar_stream", "component_sync_out", "script_quote"] {
+    for target in [
+        "tar_stream",
+        "component_sync_out",
+        "sync_out_deadline",
+        "script_quote",
+    ] {
         std::fs::create_dir_all(out.join(target))?;
     }
     let mut fixtures = hostile::corpus();
@@ -35,7 +40,18 @@ fn main() -> anyhow::Result<()> {
         let mut framed = bytes.clone();
         framed.extend(mark("op 0"));
         framed.extend(mark("end"));
-        std::fs::write(out.join("component_sync_out").join(name), framed)?;
+        std::fs::write(out.join("component_sync_out").join(name), &framed)?;
+        // The deadline target: no stall, a pause and a hang, mid-stream.
+        for (stall, tag) in [(0u8, "run"), (1, "pause"), (2, "hang")] {
+            let at = (framed.len() / 2).min(0xffff) as u16;
+            let mut seed = vec![stall];
+            seed.extend(at.to_be_bytes());
+            seed.extend(&framed);
+            std::fs::write(
+                out.join("sync_out_deadline").join(format!("{name}-{tag}")),
+                seed,
+            )?;
+        }
     }
     for (i, s) in [
         "a b", "it's", "$(id)", "`id`", "-rf", "{a,b}", "a\nb", "a\u{a0}b", " lead", "\\", "\"",

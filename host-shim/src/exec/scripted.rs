@@ -1,16 +1,35 @@
-//! A scripted fake sandbox: stdout comes from memory, stdin is discarded.
+//! A scripted fake sandbox: stdout comes from a script, stdin is discarded.
 //!
 //! For tests and fuzzing of the component's handling of hostile output
-//! without any process: the fuzzer's bytes become the sandbox's stdout.
+//! without any process: the fuzzer's bytes become the sandbox's stdout, and
+//! the script may pause or hang the way a stuck sandbox would. Like the real
+//! backends it enforces the exec's deadline: past it, stdout ends and the
+//! status says `timed-out`.
 
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use super::{BoxFuture, Control, ExecBackend, ExecError, ExecRequest, ExitInfo, Process};
 
-/// Replies to every exec with the same stdout and exit status.
+/// One step of a scripted sandbox's stdout.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Write these bytes.
+    Write(Vec<u8>),
+    /// Say nothing for this long.
+    Pause(Duration),
+    /// Say nothing, and never end (until the deadline or an abort).
+    Hang,
+}
+
+/// Replies to every exec with the same script and exit status.
 #[derive(Debug, Clone)]
 pub struct ScriptedBackend {
-    stdout: Arc<Vec<u8>>,
+    steps: Arc<Vec<Step>>,
     exit: ExitInfo,
     argvs: Arc<Mutex<Vec<Vec<String>>>>,
 }
@@ -18,8 +37,14 @@ pub struct ScriptedBackend {
 impl ScriptedBackend {
     /// A sandbox whose every exec prints `stdout` and exits with `exit_code`.
     pub fn new(stdout: Vec<u8>, exit_code: i32) -> Self {
+        Self::scripted(vec![Step::Write(stdout)], exit_code)
+    }
+
+    /// A sandbox whose every exec plays `steps` on stdout and then exits
+    /// with `exit_code` (if it gets there before the deadline).
+    pub fn scripted(steps: Vec<Step>, exit_code: i32) -> Self {
         ScriptedBackend {
-            stdout: Arc::new(stdout),
+            steps: Arc::new(steps),
             exit: ExitInfo {
                 exit_code: Some(exit_code),
                 ..ExitInfo::default()
@@ -34,14 +59,38 @@ impl ScriptedBackend {
     }
 }
 
-struct Done(ExitInfo);
+/// Stdout buffered between the script and the reader.
+const PIPE: usize = 64 << 10;
 
-impl Control for Done {
-    fn wait(&mut self) -> BoxFuture<'_, Result<ExitInfo, ExecError>> {
-        let info = self.0.clone();
-        Box::pin(async move { Ok(info) })
+struct Played {
+    task: JoinHandle<bool>,
+    exit: ExitInfo,
+}
+
+impl Drop for Played {
+    fn drop(&mut self) {
+        self.task.abort();
     }
-    fn abort(&mut self) {}
+}
+
+impl Control for Played {
+    fn wait(&mut self) -> BoxFuture<'_, Result<ExitInfo, ExecError>> {
+        Box::pin(async move {
+            let finished = (&mut self.task).await.unwrap_or(false);
+            if finished {
+                Ok(self.exit.clone())
+            } else {
+                Ok(ExitInfo {
+                    exit_code: None,
+                    timed_out: true,
+                    ..ExitInfo::default()
+                })
+            }
+        })
+    }
+    fn abort(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl ExecBackend for ScriptedBackend {
@@ -49,13 +98,35 @@ impl ExecBackend for ScriptedBackend {
         if let Ok(mut v) = self.argvs.lock() {
             v.push(req.argv);
         }
-        let stdout = std::io::Cursor::new(Arc::clone(&self.stdout).as_ref().clone());
+        let (reader, mut writer) = tokio::io::duplex(PIPE);
+        let steps = Arc::clone(&self.steps);
+        let deadline = Instant::now() + req.timeout;
         let exit = self.exit.clone();
         Box::pin(async move {
+            // True when the script ran to its end; false past the deadline.
+            let task = tokio::spawn(async move {
+                let play = async {
+                    for step in steps.iter() {
+                        match step {
+                            Step::Write(b) => {
+                                if writer.write_all(b).await.is_err() {
+                                    return;
+                                }
+                            }
+                            Step::Pause(d) => tokio::time::sleep(*d).await,
+                            Step::Hang => std::future::pending::<()>().await,
+                        }
+                    }
+                };
+                tokio::select! {
+                    () = play => true,
+                    () = tokio::time::sleep_until(deadline) => false,
+                }
+            });
             Ok(Process {
                 stdin: Box::new(tokio::io::sink()),
-                stdout: Box::new(stdout),
-                control: Box::new(Done(exit)),
+                stdout: Box::new(reader),
+                control: Box::new(Played { task, exit }),
             })
         })
     }
