@@ -34,7 +34,17 @@ fn host_paths() -> Host {
 
 fn run_in(backend: &LocalBackend, script: &[&str]) -> std::process::Output {
     let argv: Vec<String> = script.iter().map(|s| s.to_string()).collect();
-    block_on(async { backend.command(&argv).unwrap().output().await.unwrap() })
+    // The probe was just copied in: another thread's child may still hold
+    // its write descriptor between fork and exec (ETXTBSY) for a moment.
+    for _ in 0..100 {
+        match block_on(async { backend.command(&argv).unwrap().output().await }) {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error()) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.unwrap(),
+        }
+    }
+    panic!("{argv:?} stayed busy");
 }
 
 /// Runs the escape probe (every known way out: /proc/N/root and cwd, the
@@ -46,7 +56,11 @@ fn probe(uid: Option<u32>) {
         .tempdir()
         .unwrap();
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::copy(env!("CARGO_BIN_EXE_sandbox-escape-probe"), root.path().join("probe")).unwrap();
+    std::fs::copy(
+        env!("CARGO_BIN_EXE_sandbox-escape-probe"),
+        root.path().join("probe"),
+    )
+    .unwrap();
     let host = host_paths();
     let mut backend = LocalBackend::sandbox_root_with_host_userland(root.path()).unwrap();
     if let Some(uid) = uid {
@@ -110,7 +124,10 @@ fn proc_1_root_is_the_sandbox_root() {
     );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.starts_with("sandbox"), "{stdout}");
-    assert!(!stdout.contains("LEAKED") && !stdout.contains("PLANTED"), "{stdout}");
+    assert!(
+        !stdout.contains("LEAKED") && !stdout.contains("PLANTED"),
+        "{stdout}"
+    );
     assert!(!host.plant.exists());
 }
 
@@ -127,7 +144,10 @@ fn planted_dev_and_proc_links_are_not_followed() {
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir_all(root.path().join("bin")).unwrap();
     std::fs::copy("/bin/busybox", root.path().join("bin/busybox")).unwrap();
-    let list = std::process::Command::new("/bin/busybox").arg("--list").output().unwrap();
+    let list = std::process::Command::new("/bin/busybox")
+        .arg("--list")
+        .output()
+        .unwrap();
     for a in String::from_utf8_lossy(&list.stdout).lines() {
         if a != "busybox" {
             let _ = symlink("busybox", root.path().join("bin").join(a));

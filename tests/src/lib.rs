@@ -129,10 +129,8 @@ fn busybox_root() -> &'static Path {
         let root = std::env::temp_dir().join(format!("sandbox-sync-bbroot-{}", std::process::id()));
         std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
         std::fs::copy(busybox, root.join("bin/busybox")).expect("copy busybox");
-        let out = std::process::Command::new(root.join("bin/busybox"))
-            .arg("--list")
-            .output()
-            .expect("busybox --list");
+        let out =
+            run_fresh_binary(std::process::Command::new(root.join("bin/busybox")).arg("--list"));
         for applet in String::from_utf8_lossy(&out.stdout).lines() {
             if applet != "busybox" {
                 let _ = symlink("busybox", root.join("bin").join(applet));
@@ -142,6 +140,22 @@ fn busybox_root() -> &'static Path {
             .expect("chmod root");
         root
     })
+}
+
+/// Runs a binary this process has just written. Another thread's child may
+/// still hold the write descriptor between its fork and exec (ETXTBSY), so
+/// retry for a while.
+#[allow(clippy::expect_used)]
+pub fn run_fresh_binary(cmd: &mut std::process::Command) -> std::process::Output {
+    for _ in 0..100 {
+        match cmd.output() {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error()) => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => return other.expect("run a freshly written binary"),
+        }
+    }
+    cmd.output().expect("run a freshly written binary")
 }
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
