@@ -19,7 +19,7 @@ use sandbox_sync_host::exec::scripted::{ScriptedBackend, Step};
 use sandbox_sync_host::provider::HOST_GRACE;
 use sandbox_sync_host::{FileMapping, MappingKind, Runtime, SyncOperation, SyncOptions};
 
-const TIMEOUT: Duration = Duration::from_millis(400);
+const TIMEOUT: Duration = Duration::from_millis(150);
 
 fn rt() -> &'static (tokio::runtime::Runtime, Runtime) {
     static RT: OnceLock<(tokio::runtime::Runtime, Runtime)> = OnceLock::new();
