@@ -70,7 +70,8 @@ impl SyncOptions {
             remote_dir: self.remote_dir.clone(),
             operations: ops.iter().map(SyncOperation::to_wit).collect(),
             limits: wit::SyncLimits {
-                timeout_ms: u64::try_from(self.timeout.as_millis()).unwrap_or(u64::MAX),
+                timeout_ms: u64::try_from(self.timeout.min(crate::exec::MAX_TIMEOUT).as_millis())
+                    .unwrap_or(u64::MAX),
                 max_output_bytes: self.max_output_bytes,
                 max_stderr_bytes: self.max_stderr_bytes,
                 max_entries: self.max_entries,
@@ -142,8 +143,9 @@ impl Runtime {
         let fail = |error: SyncError| Failed { error, execs: 0 };
         let grants = grant_all(dir, ops, opts).map_err(fail)?;
         let started = tokio::time::Instant::now();
+        let timeout = opts.timeout.min(crate::exec::MAX_TIMEOUT);
         let state = ShimState::new(backend, opts.guest_memory_bytes)
-            .with_exec_deadline(started + opts.timeout + EXEC_GRACE);
+            .with_exec_deadline(started + timeout + EXEC_GRACE);
         let (mut store, provider) = self.instantiate(state).await.map_err(|e| {
             fail(SyncError::new(
                 ErrorKind::Transport,
@@ -181,7 +183,7 @@ impl Runtime {
             paperclip.sandbox.startup.guard_bytes = opts.max_output_bytes,
         );
         let result = tracing::Instrument::instrument(
-            tokio::time::timeout_at(started + opts.timeout + HOST_GRACE, call),
+            tokio::time::timeout_at(started + timeout + HOST_GRACE, call),
             span.clone(),
         )
         .await;
@@ -205,7 +207,7 @@ impl Runtime {
                 ErrorKind::LimitExceeded,
                 format!(
                     "the sync did not finish within {} ms",
-                    (opts.timeout + HOST_GRACE).as_millis()
+                    (timeout + HOST_GRACE).as_millis()
                 ),
             ))),
             Ok(Err(trap)) => Err(failed(SyncError::new(

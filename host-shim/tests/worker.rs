@@ -264,3 +264,24 @@ fn overlapping_requests_and_draining_shutdown() {
     let status = w.child.wait().unwrap();
     assert!(status.success());
 }
+
+/// A timeout no clock can add (u64::MAX ms) is a long wait, not a crash.
+#[test]
+fn an_absurd_timeout_does_not_crash_the_worker() {
+    let mut w = Worker::start();
+    let tmp = tempfile::tempdir().unwrap();
+    let src = tmp.path().join("f");
+    std::fs::write(&src, b"x").unwrap();
+    let remote = tmp.path().join("remote");
+    std::fs::create_dir_all(&remote).unwrap();
+    let mut params = sync_params(
+        remote.to_str().unwrap(),
+        json!([{"operationId": "o", "files": [{"sourcePath": src, "targetPath": format!("{}/f", remote.display()), "kind": "file"}]}]),
+    );
+    params["config"]["timeoutMs"] = json!(u64::MAX);
+    let v = w.response(1, "environmentSyncIn", params);
+    assert!(v.get("result").is_some(), "{v}");
+    assert_eq!(std::fs::read(remote.join("f")).unwrap(), b"x");
+    let v = w.response(2, "health", json!({}));
+    assert_eq!(v["result"]["status"], "ok");
+}

@@ -531,7 +531,7 @@ impl ExecBackend for KubeBackend {
                 None => return Err(ExecError::Unsupported("empty argv".into())),
             };
             // One deadline covers the pod read, the upgrade and the run.
-            let deadline = Instant::now() + req.timeout;
+            let deadline = super::deadline_after(req.timeout);
             let mut attached =
                 match tokio::time::timeout_at(deadline, self.connect(&req.argv)).await {
                     Ok(Ok(attached)) => attached,

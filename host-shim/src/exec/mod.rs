@@ -119,6 +119,15 @@ pub trait ExecBackend: Send + Sync {
     fn name(&self) -> &'static str;
 }
 
+/// Longest wait any deadline stands for: a timeout past it (say `u64::MAX`
+/// milliseconds from a request) means "this long", not an overflow.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// The instant `timeout` from now, `timeout` capped at [`MAX_TIMEOUT`].
+pub fn deadline_after(timeout: Duration) -> tokio::time::Instant {
+    tokio::time::Instant::now() + timeout.min(MAX_TIMEOUT)
+}
+
 /// Reads `stderr` to its end keeping at most `cap` bytes. The first time
 /// the cap is passed it calls `on_overflow` (the backend fails the process
 /// closed) and keeps draining, so the writer never blocks on a full pipe.

@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 
 use super::{BoxFuture, Control, ExecBackend, ExecError, ExecRequest, ExitInfo, Process};
 
@@ -100,7 +99,7 @@ impl ExecBackend for ScriptedBackend {
         }
         let (reader, mut writer) = tokio::io::duplex(PIPE);
         let steps = Arc::clone(&self.steps);
-        let deadline = Instant::now() + req.timeout;
+        let deadline = super::deadline_after(req.timeout);
         let exit = self.exit.clone();
         Box::pin(async move {
             // True when the script ran to its end; false past the deadline.

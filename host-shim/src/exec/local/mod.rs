@@ -170,7 +170,7 @@ impl ExecBackend for LocalBackend {
                 program: program.clone(),
                 source,
             })?;
-            let deadline = Instant::now() + req.timeout;
+            let deadline = crate::exec::deadline_after(req.timeout);
             let (stdin, stdout, stderr) =
                 match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
                     (Some(i), Some(o), Some(e)) => (i, o, e),
