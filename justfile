@@ -42,8 +42,12 @@ bench *args:
     cargo build --release --locked -p sandbox-sync-host -p sandbox-sync-tests
     target/release/sandbox-sync-bench --bin target/release/sandbox-sync {{args}}
 
-# Formatting and clippy (host crates and, via the build script, the guest).
+# Formatting, clippy (host crates and the guest) and the sandbox programs'
+# shell parts: syntax under dash and BusyBox sh, and shellcheck. (SC2154: the
+# parts share variables across files; SC2015: `a && b || die` is meant.)
 lint:
+    for f in guest/core/src/script/*.sh; do sh -n "$f" && busybox sh -n "$f"; done
+    shellcheck -s sh -e SC2154,SC2015 guest/core/src/script/*.sh
     cargo fmt --all --check
     cargo clippy --locked --all-targets -- -D warnings
     cargo clippy --locked -p sandbox-sync-driver -p sandbox-sync-component -p sandbox-sync-base64-fallback --target wasm32-wasip2 -- -D warnings

@@ -1,6 +1,6 @@
 //! One exec: the library plus a body on stdin, an optional payload after it.
 
-use sandbox_sync_core::script;
+use sandbox_sync_core::script::{self, FallbackStep};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
     self, ExecOptions, ExecStatus,
 };
@@ -23,18 +23,17 @@ impl Ran {
     }
 }
 
-/// Runs `body` after the function library for `root`, feeding `payload`
+/// Runs `steps` after the function library for `root`, feeding `payload`
 /// after the program on stdin.
 pub fn run(
     req: &SyncRequest,
     root: &str,
-    body: &str,
+    steps: &[FallbackStep<'_>],
     payload: &[u8],
     timeout_ms: u64,
 ) -> Result<Ran, SyncError> {
     let scratch = sandbox_sync_driver::scratch::fresh();
-    let mut program = script::library(root, timeout_ms, &scratch).map_err(from_core)?;
-    program.push_str(body);
+    let program = script::fallback(root, timeout_ms, &scratch, steps).map_err(from_core)?;
     let exec = sandbox_exec::start(
         &script::argv(program.len()),
         ExecOptions {

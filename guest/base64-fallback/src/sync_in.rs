@@ -2,11 +2,9 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
-use sandbox_sync_core::quote::sh_quote;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
-use sandbox_sync_core::script::mode_arg;
+use sandbox_sync_core::script::FallbackStep;
 use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
-use sandbox_sync_core::SCRATCH_PREFIX;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{GrantedDir, Metadata};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     CommandFailure, FileMapping, MappingKind, OperationResult, PostUploadCommand, SyncError,
@@ -14,7 +12,6 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, StreamError};
 use sandbox_sync_driver::errors::{from_core, from_status, stderr_tail};
-use sandbox_sync_driver::io::random_hex;
 use sandbox_sync_driver::plan::{command_cwd, file_source, plan_dir, Planned, PlannedKind};
 
 use crate::exec::{self, Ran};
@@ -75,11 +72,11 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn exec(&mut self, body: &str, payload: &[u8]) -> Result<Ran, SyncError> {
+    fn exec(&mut self, steps: &[FallbackStep<'_>], payload: &[u8]) -> Result<Ran, SyncError> {
         let ran = exec::run(
             self.req,
             &self.root,
-            body,
+            steps,
             payload,
             self.req.limits.timeout_ms,
         )?;
@@ -103,28 +100,40 @@ impl Ctx<'_> {
         mut next_chunk: impl FnMut() -> Result<Option<Vec<u8>>, SyncError>,
     ) -> Result<(), SyncError> {
         let (parent, base) = split_parent(target);
-        let tmp = format!("{SCRATCH_PREFIX}-{}", random_hex(8));
-        let (p, t) = (q(parent)?, q(&tmp)?);
-        self.exec(&format!("_ss_confine_ancestor {}\n_ss_confine_ancestor {p}\n_ss_mkdirs {p}\n(umask 077; : > /proc/self/fd/8/{t}) || _ss_die 46 'cannot create the temp file'\n", q(confined)?), b"")?;
+        let temp = sandbox_sync_driver::scratch::fresh();
+        let temp = temp.as_str();
+        self.exec(
+            &[FallbackStep::Create {
+                target: confined,
+                parent,
+                temp,
+            }],
+            b"",
+        )?;
         let staged = (|| {
             while let Some(chunk) = next_chunk()? {
                 let b64 = STANDARD.encode(&chunk);
                 self.exec(
-                    &format!("_ss_pin {p} 8\n[ -f /proc/self/fd/8/{t} ] && [ ! -L /proc/self/fd/8/{t} ] || _ss_die 45 'temp file replaced'\nhead -c {} | base64 -d >> /proc/self/fd/8/{t} || _ss_die 43 'base64 -d failed'\n", b64.len()),
+                    &[FallbackStep::Append {
+                        parent,
+                        temp,
+                        len: b64.len(),
+                    }],
                     b64.as_bytes(),
                 )?;
             }
-            let chmod = match mode {
-                Some(_) => format!(
-                    "chmod {} /proc/self/fd/8/{t} || _ss_die 48 'chmod failed'\n",
-                    q(&mode_arg(mode))?
-                ),
-                None => String::new(),
-            };
-            self.exec(&format!("_ss_pin {p} 8\n{chmod}mv -f -T /proc/self/fd/8/{t} /proc/self/fd/8/{} || _ss_die 44 'rename failed'\n", q(base)?), b"")
+            self.exec(
+                &[FallbackStep::Promote {
+                    parent,
+                    temp,
+                    base,
+                    mode,
+                }],
+                b"",
+            )
         })();
         if let Err(e) = staged {
-            let _ = self.exec(&format!("_ss_pin {p} 8\nrm -f /proc/self/fd/8/{t}\n"), b"");
+            let _ = self.exec(&[FallbackStep::Remove { parent, temp }], b"");
             return Err(e);
         }
         Ok(())
@@ -187,7 +196,7 @@ impl Ctx<'_> {
             done: false,
             total: 0,
         };
-        let tar_name = format!("{SCRATCH_PREFIX}-{}.tar", random_hex(8));
+        let tar_name = format!("{}.tar", sandbox_sync_driver::scratch::fresh());
         let (parent, base) = split_parent(target);
         // The tar is staged beside the target, or inside the remote dir when
         // the target is the remote dir itself (its parent is outside).
@@ -198,26 +207,34 @@ impl Ctx<'_> {
         };
         let tar_path = format!("{stage_dir}/{tar_name}");
         self.stage_and_promote(&tar_path, target, Some(0o600), || tar.next())?;
-        let (p, tp) = (q(&stage_dir)?, q(&tar_name)?);
         // Extract into this exec's scratch, then replace the target all or
         // nothing with the same functions the tar-stream program uses.
-        let extract = format!(
-            "_ss_pin {p} 8\nmkdir /proc/self/fd/9/d && tar -x -p -o -f /proc/self/fd/8/{tp} -C /proc/self/fd/9/d || _ss_die 43 'extract failed'\nexec 8<&-\n"
-        );
         let replace = if target == self.root {
-            format!("_ss_dir_root d {}\n", q(&mode_arg(m.mode))?)
+            FallbackStep::ReplaceRoot { mode: m.mode }
         } else {
-            format!(
-                "_ss_dir d {} {} {}\n",
-                q(parent)?,
-                q(base)?,
-                q(&mode_arg(Some(dir_mode)))?
-            )
+            FallbackStep::ReplaceDir {
+                parent,
+                base,
+                mode: Some(dir_mode),
+            }
         };
-        let body = format!("{extract}{replace}_ss_pin {p} 8\nrm -f /proc/self/fd/8/{tp}\n");
-        let extracted = self.exec(&body, b"");
+        let unstage = FallbackStep::Remove {
+            parent: &stage_dir,
+            temp: &tar_name,
+        };
+        let extracted = self.exec(
+            &[
+                FallbackStep::Extract {
+                    dir: &stage_dir,
+                    tar: &tar_name,
+                },
+                replace,
+                unstage.clone(),
+            ],
+            b"",
+        );
         if let Err(e) = extracted {
-            let _ = self.exec(&format!("_ss_pin {p} 8\nrm -f /proc/self/fd/8/{tp}\n"), b"");
+            let _ = self.exec(&[unstage], b"");
             return Err(e);
         }
         Ok((files, tar.total))
@@ -225,13 +242,12 @@ impl Ctx<'_> {
 
     fn command(&mut self, op: &str, c: &PostUploadCommand) -> Result<(), SyncError> {
         let cwd = c.cwd.clone().unwrap_or_else(|| self.root.clone());
-        let body = format!(
-            "_ss_pin {} 8\n_ss_c=$(head -c {}; echo x); _ss_c=${{_ss_c%x}}\n(cd -P /proc/self/fd/8 || exit 46; exec /bin/sh -c \"$_ss_c\" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &\n_ss_cp=$!\nwait \"$_ss_cp\"; _ss_rc=$?; _ss_cp=\nexit \"$_ss_rc\"\n",
-            q(&cwd)?,
-            c.command.len()
-        );
+        let step = FallbackStep::Command {
+            cwd: &cwd,
+            len: c.command.len(),
+        };
         let timeout = c.timeout_ms.unwrap_or(self.req.limits.timeout_ms);
-        let ran = exec::run(self.req, &self.root, &body, c.command.as_bytes(), timeout)?;
+        let ran = exec::run(self.req, &self.root, &[step], c.command.as_bytes(), timeout)?;
         if ran.ok() {
             return Ok(());
         }
@@ -255,10 +271,6 @@ impl Ctx<'_> {
             stderr: stderr_tail(&ran.status),
         }))
     }
-}
-
-fn q(s: &str) -> Result<String, SyncError> {
-    sh_quote(s).map_err(from_core)
 }
 
 fn changed(path: &str) -> SyncError {

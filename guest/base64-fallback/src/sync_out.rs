@@ -5,10 +5,10 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use sandbox_sync_core::exclude::Excluder;
-use sandbox_sync_core::quote::sh_quote;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir};
+use sandbox_sync_core::script::FallbackStep;
 use sandbox_sync_core::tar_read::{Limits, Source};
-use sandbox_sync_core::{SyncError as CoreError, SCRATCH_PREFIX};
+use sandbox_sync_core::SyncError as CoreError;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     MappingKind, OperationResult, SyncError, SyncRequest,
@@ -16,7 +16,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::errors::{from_core, from_status};
 use sandbox_sync_driver::extract::{receive_dir, receive_file, ArchiveInput};
-use sandbox_sync_driver::io::{self, random_hex};
+use sandbox_sync_driver::io;
 
 use crate::exec;
 use crate::CHUNK;
@@ -54,29 +54,22 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         let (mut files, mut bytes) = (0, 0);
         for m in &op.files {
             let source = confine(&root, &m.source_path, "source").map_err(from_core)?;
-            let name = format!("{SCRATCH_PREFIX}-{}.tar", random_hex(8));
-            let n = q(&name)?;
+            let name = format!("{}.tar", sandbox_sync_driver::scratch::fresh());
             let pack = match m.kind {
-                MappingKind::File => format!("_ss_ofile {}", q(&source)?),
-                MappingKind::Directory => {
-                    let mut line =
-                        format!("_ss_odir {} {}", q(&source)?, u8::from(m.follow_symlinks));
-                    for p in sandbox_sync_core::exclude::DEFAULT_EXCLUDES
-                        .iter()
-                        .copied()
-                        .chain(m.exclude.iter().map(String::as_str))
-                    {
-                        line.push(' ');
-                        line.push_str(&q(p)?);
-                    }
-                    line
-                }
+                MappingKind::File => FallbackStep::PackFile {
+                    name: &name,
+                    source: &source,
+                },
+                MappingKind::Directory => FallbackStep::PackDir {
+                    name: &name,
+                    source: &source,
+                    follow: m.follow_symlinks,
+                    exclude: &m.exclude,
+                },
             };
-            let body =
-                format!("umask 077\n{pack} > \"$_ss_root\"/{n}\nwc -c < \"$_ss_root\"/{n}\n");
-            let cleanup = format!("rm -f \"$_ss_root\"/{n}\n");
+            let unstage = FallbackStep::Unstage { name: &name };
             let result = (|| {
-                let ran = exec::run(req, &root, &body, b"", req.limits.timeout_ms)?;
+                let ran = exec::run(req, &root, &[pack], b"", req.limits.timeout_ms)?;
                 if !ran.ok() {
                     return Err(from_status(
                         &ran.status,
@@ -99,7 +92,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                 let mut input = Chunked {
                     req,
                     root: &root,
-                    name: &n,
+                    name: &name,
                     size,
                     next_chunk: 0,
                     buf: Vec::new(),
@@ -113,7 +106,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                     }
                 }
             })();
-            let _ = exec::run(req, &root, &cleanup, b"", req.limits.timeout_ms);
+            let _ = exec::run(req, &root, &[unstage], b"", req.limits.timeout_ms);
             let (f, b) = result?;
             files += f;
             bytes += b;
@@ -126,10 +119,6 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         });
     }
     Ok(results)
-}
-
-fn q(s: &str) -> Result<String, SyncError> {
-    sh_quote(s).map_err(from_core)
 }
 
 /// The staged remote tar, fetched one [`CHUNK`] per exec.
@@ -148,15 +137,19 @@ impl Chunked<'_> {
         if self.next_chunk * CHUNK as u64 >= self.size {
             return Err(CoreError::unsafe_archive("archive is truncated"));
         }
-        let body = format!(
-            "_ss_check \"$_ss_root\"/{n}\nexec 7<\"$_ss_r\" || _ss_die 45 'REPLACED'\n_ss_check /proc/self/fd/7\n\
-             dd if=/proc/self/fd/7 bs={CHUNK} skip={} count=1 2>/dev/null | base64\n",
-            self.next_chunk,
-            n = self.name
-        );
-        let ran = exec::run(self.req, self.root, &body, b"", self.req.limits.timeout_ms).map_err(
-            |e| CoreError::new(sandbox_sync_core::ErrorKind::Transport, format!("{e:?}")),
-        )?;
+        let step = FallbackStep::Chunk {
+            name: self.name,
+            size: CHUNK,
+            index: self.next_chunk,
+        };
+        let ran = exec::run(
+            self.req,
+            self.root,
+            &[step],
+            b"",
+            self.req.limits.timeout_ms,
+        )
+        .map_err(|e| CoreError::new(sandbox_sync_core::ErrorKind::Transport, format!("{e:?}")))?;
         if !ran.ok() {
             return Err(CoreError::new(
                 sandbox_sync_core::ErrorKind::Transport,

@@ -1,0 +1,98 @@
+_ss_mkparent() {
+  _ss_confine_ancestor "$1"
+  _ss_mkdirs "$1"
+}
+_ss_file() {
+  _ss_mkparent "$2"
+  [ -z "$4" ] || chmod "$4" "/proc/self/fd/9/$1" || _ss_die "$_ss_E_CHMOD" "chmod failed for $2/$3"
+  _ss_pending="/proc/self/fd/8/$_ss_tag.$1"
+  mv -f -T "/proc/self/fd/9/$1" "$_ss_pending" || _ss_die "$_ss_E_RENAME" "cannot stage into $2"
+  mv -f -T "$_ss_pending" "/proc/self/fd/8/$3" || _ss_die "$_ss_E_RENAME" "cannot rename onto $2/$3"
+  _ss_pending=
+  exec 8<&-
+}
+_ss_clear() {
+  for _ss_e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    [ -e "$_ss_e" ] || [ -L "$_ss_e" ] || continue
+    case ${_ss_e##*/} in "$_ss_reserved"*) continue ;; esac
+    rm -rf "$_ss_e" || _ss_die "$_ss_E_RENAME" "cannot remove ${_ss_e##*/} from the target"
+  done
+}
+# Moves every entry of $1 but provider scratch into $2.
+_ss_move_all() {
+  for _ss_e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
+    [ -e "$_ss_e" ] || [ -L "$_ss_e" ] || continue
+    case ${_ss_e##*/} in "$_ss_reserved"*) continue ;; esac
+    mv -f -T "$_ss_e" "$2/${_ss_e##*/}" || return 1
+  done
+}
+# Replaces the remote dir's contents (it is often a mount point, and it
+# holds the scratch dir) with the staged tree $1, all or nothing: the old
+# entries move aside into the scratch dir, the mode is set, the new ones
+# move in, and a failure at any step moves everything back.
+_ss_dir_root() {
+  _ss_pin "$_ss_root" 8
+  _ss_aside="/proc/self/fd/9/$1.old"
+  mkdir -m 700 "$_ss_aside" || _ss_die "$_ss_E_MKDIR" 'cannot create scratch for the old contents'
+  _ss_m=$(stat -c %a /proc/self/fd/8 2>/dev/null) || _ss_m=
+  if ! _ss_move_all /proc/self/fd/8 "$_ss_aside"; then
+    _ss_move_all "$_ss_aside" /proc/self/fd/8
+    _ss_die "$_ss_E_RENAME" 'cannot move the old contents of the remote dir aside (a mount point inside?)'
+  fi
+  if [ -n "$2" ] && ! chmod "$2" /proc/self/fd/8; then
+    _ss_move_all "$_ss_aside" /proc/self/fd/8
+    _ss_die "$_ss_E_CHMOD" 'chmod failed for the remote dir'
+  fi
+  if ! _ss_move_all "/proc/self/fd/9/$1" /proc/self/fd/8; then
+    _ss_move_all /proc/self/fd/8 "/proc/self/fd/9/$1"
+    [ -z "$_ss_m" ] || chmod "$_ss_m" /proc/self/fd/8
+    _ss_move_all "$_ss_aside" /proc/self/fd/8
+    _ss_die "$_ss_E_RENAME" 'cannot move the new contents into the remote dir'
+  fi
+  exec 8<&-
+}
+_ss_dir() {
+  _ss_mkparent "$2"
+  [ -z "$4" ] || chmod "$4" "/proc/self/fd/9/$1" || _ss_die "$_ss_E_CHMOD" "chmod failed for $2/$3"
+  _ss_pending="/proc/self/fd/8/$_ss_tag.$1"
+  mv -f -T "/proc/self/fd/9/$1" "$_ss_pending" || _ss_die "$_ss_E_RENAME" "cannot stage into $2"
+  _ss_old="/proc/self/fd/8/$_ss_tag.$1.old"
+  if [ -e "/proc/self/fd/8/$3" ] || [ -L "/proc/self/fd/8/$3" ]; then
+    mv -f -T "/proc/self/fd/8/$3" "$_ss_old" || _ss_die "$_ss_E_RENAME" "cannot replace $2/$3 (is it a mount point?)"
+  fi
+  if ! mv -f -T "$_ss_pending" "/proc/self/fd/8/$3"; then
+    [ ! -e "$_ss_old" ] || mv -f -T "$_ss_old" "/proc/self/fd/8/$3"
+    _ss_die "$_ss_E_RENAME" "cannot rename onto $2/$3"
+  fi
+  _ss_pending=$_ss_old
+  rm -rf "$_ss_old" || _ss_die "$_ss_E_RENAME" "cannot remove the replaced $2/$3"
+  _ss_pending=
+  exec 8<&-
+}
+_ss_cmd() {
+  _ss_pin "$4" 8
+  _ss_c=$(cat "/proc/self/fd/9/$3"; echo x) || _ss_die "$_ss_E_EXTRACT" 'cannot read a staged command'
+  _ss_c=${_ss_c%x}
+  rm -f /proc/self/fd/9/timeout
+  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec /bin/sh -c "$_ss_c" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &
+  _ss_cp=$!
+  _ss_wp=
+  if [ -n "$5" ]; then
+    (trap 'kill -KILL "$_ss_sp" 2>/dev/null; exit 0' USR2
+     sleep "$5" & _ss_sp=$!
+     wait "$_ss_sp" || exit 0
+     : >/proc/self/fd/9/timeout
+     kill -TERM "$_ss_cp" 2>/dev/null; sleep 1; kill -KILL "$_ss_cp" 2>/dev/null) </dev/null >/dev/null 2>&1 &
+    _ss_wp=$!
+  fi
+  wait "$_ss_cp"; _ss_rc=$?
+  _ss_cp=
+  if [ -n "$_ss_wp" ]; then kill -USR2 "$_ss_wp" 2>/dev/null; wait "$_ss_wp" 2>/dev/null; fi
+  exec 8<&-
+  if [ -e /proc/self/fd/9/timeout ]; then
+    printf '%s cmd %s %s %s 1\n' "$_ss_TAG" "$1" "$2" "$_ss_rc"; _ss_die "$_ss_E_COMMAND_TIMEOUT" "post-upload command timed out after $5s"
+  fi
+  if [ "$_ss_rc" -ne 0 ]; then
+    printf '%s cmd %s %s %s 0\n' "$_ss_TAG" "$1" "$2" "$_ss_rc"; _ss_die "$_ss_E_COMMAND" "post-upload command failed (exit $_ss_rc)"
+  fi
+}

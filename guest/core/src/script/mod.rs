@@ -1,0 +1,630 @@
+//! The in-sandbox POSIX `sh` programs and how they are framed.
+//!
+//! One exec per sync call. Its argv is the constant [`argv`] bootstrap plus
+//! one number: the length of the script that follows on stdin. The bootstrap
+//! reads exactly that many bytes (`head -c` where it is exact — GNU
+//! coreutils — else `dd bs=1`, which is exact everywhere but slow, fine for a
+//! script) and `eval`s it. For sync-in the archive follows the script and is
+//! read by one `head -c N | tar -x`, the last reader of stdin, because BusyBox
+//! `head` reads ahead. Nothing ever waits for stdin EOF.
+//!
+//! Every string spliced into script text is single-quoted by
+//! [`crate::quote::sh_quote`]; post-upload commands are not spliced at all:
+//! they ride in the archive and reach `sh -c` as a positional parameter.
+//!
+//! The scripts keep the seeds' protections and exit codes: `realpath`
+//! confinement of the root and every path, confine-the-deepest-existing-
+//! ancestor before `mkdir -p`, `/proc/self/fd` pinning of directories and
+//! outbound sources, a `0700` `.paperclip-upload-*` scratch directly under the
+//! root removed on every exit, `chmod` before the final `mv -T`.
+
+use std::fmt::Write as _;
+
+use crate::quote::sh_quote;
+use crate::SyncError;
+
+pub mod exit;
+mod protocol;
+
+pub use protocol::{parse_marker, parse_status, Marker, Status, TAG};
+
+/// The constant `sh -c` program every exec starts with.
+pub const BOOTSTRAP: &str =
+    "case $(head --version 2>/dev/null) in *GNU*) _ss_s=$(head -c \"$1\");; \
+*) _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null);; esac || exit 70; eval \"$_ss_s\"";
+
+/// `$0` of the bootstrap shell.
+pub const ARGV0: &str = "sandbox-sync";
+
+/// The exec argv for a script of `script_len` bytes.
+pub fn argv(script_len: usize) -> Vec<String> {
+    vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        BOOTSTRAP.into(),
+        ARGV0.into(),
+        script_len.to_string(),
+    ]
+}
+
+/// The function library every program starts with (after the preamble).
+const LIBRARY: &str = include_str!("common.sh");
+
+/// Sync-in helpers: staging, promotion, post-upload commands.
+const INBOUND: &str = include_str!("inbound.sh");
+
+/// Sync-out helpers: frame markers, pinned sources, archiving.
+const OUTBOUND: &str = include_str!("outbound.sh");
+
+/// The program's own deadline: a little before the host's, so on any
+/// transport (Kubernetes never kills an exec whose client went away) the
+/// script stops itself, through its cleanup trap, before the host gives up.
+fn deadline(timeout_ms: u64) -> String {
+    if timeout_ms == 0 {
+        return String::new();
+    }
+    seconds(timeout_ms - (timeout_ms / 10).min(2000))
+}
+
+/// Checks a scratch name the component chose: the reserved prefix, then
+/// only `[a-z0-9.-]`, so it never needs quoting and never collides with a
+/// real target.
+fn check_scratch(name: &str) -> Result<(), SyncError> {
+    let ok = name.starts_with(crate::SCRATCH_PREFIX)
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
+    if ok {
+        Ok(())
+    } else {
+        Err(SyncError::invalid(format!("bad scratch name {name:?}")))
+    }
+}
+
+/// The values the shell parts take from Rust, so each is defined once: the
+/// exit codes (`_ss_E_<NAME>`), the status/marker tag and the reserved
+/// scratch prefix.
+fn constants() -> String {
+    let mut s = String::with_capacity(512);
+    for (name, code) in exit::ALL {
+        let _ = writeln!(s, "_ss_E_{name}={code}");
+    }
+    let _ = writeln!(s, "_ss_TAG={TAG}");
+    let _ = writeln!(s, "_ss_reserved={}", crate::SCRATCH_PREFIX);
+    s
+}
+
+fn preamble(root: &str, timeout_ms: u64, scratch: &str) -> Result<String, SyncError> {
+    check_scratch(scratch)?;
+    let mut s = String::with_capacity(LIBRARY.len() + 1024);
+    s.push_str(&constants());
+    let _ = writeln!(s, "_ss_rootarg={}", sh_quote(root)?);
+    let _ = writeln!(s, "_ss_scratch={scratch}");
+    let _ = writeln!(s, "_ss_deadline={}", deadline(timeout_ms));
+    s.push_str(LIBRARY);
+    Ok(s)
+}
+
+/// The base64 fallback's helpers (see [`FallbackStep`]).
+const FALLBACK: &str = include_str!("fallback.sh");
+
+/// One step of the base64 fallback, run as `_ss_fb_*` with every argument
+/// quoted (see `fallback.sh`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FallbackStep<'a> {
+    /// An empty 0600 temp `temp` in `parent`, for the target `target`.
+    Create {
+        /// The target the temp stands in for (confined too).
+        target: &'a str,
+        /// Its parent directory.
+        parent: &'a str,
+        /// The temp's name.
+        temp: &'a str,
+    },
+    /// Appends `len` base64 bytes from stdin, decoded, to the temp.
+    Append {
+        /// The temp's directory.
+        parent: &'a str,
+        /// The temp's name.
+        temp: &'a str,
+        /// Bytes of base64 on stdin.
+        len: usize,
+    },
+    /// Gives the temp `mode` and renames it onto `base`.
+    Promote {
+        /// The temp's directory.
+        parent: &'a str,
+        /// The temp's name.
+        temp: &'a str,
+        /// The target's name in `parent`.
+        base: &'a str,
+        /// The mode to apply first.
+        mode: Option<u32>,
+    },
+    /// Removes the temp.
+    Remove {
+        /// The temp's directory.
+        parent: &'a str,
+        /// The temp's name.
+        temp: &'a str,
+    },
+    /// Extracts the staged tar into this exec's scratch as `d`.
+    Extract {
+        /// The tar's directory.
+        dir: &'a str,
+        /// The tar's name.
+        tar: &'a str,
+    },
+    /// Replaces the remote dir's contents with `d`, all or nothing.
+    ReplaceRoot {
+        /// The mode to apply first.
+        mode: Option<u32>,
+    },
+    /// Replaces the directory `parent/base` with `d`.
+    ReplaceDir {
+        /// The target's parent.
+        parent: &'a str,
+        /// The target's name.
+        base: &'a str,
+        /// The mode to apply first.
+        mode: Option<u32>,
+    },
+    /// Runs the `len`-byte command on stdin in `cwd`.
+    Command {
+        /// Its confined working directory.
+        cwd: &'a str,
+        /// Bytes of command on stdin.
+        len: usize,
+    },
+    /// Archives the file `source` into the staged tar `name`.
+    PackFile {
+        /// The staged tar under the remote dir.
+        name: &'a str,
+        /// The sandbox file.
+        source: &'a str,
+    },
+    /// Archives the directory `source` into the staged tar `name`.
+    PackDir {
+        /// The staged tar under the remote dir.
+        name: &'a str,
+        /// The sandbox directory.
+        source: &'a str,
+        /// Dereference symlinks (`tar -h`).
+        follow: bool,
+        /// Exclude patterns (the defaults are added).
+        exclude: &'a [String],
+    },
+    /// Removes the staged tar `name`.
+    Unstage {
+        /// The staged tar under the remote dir.
+        name: &'a str,
+    },
+    /// Prints chunk `index` (of `size` bytes) of the staged tar as base64.
+    Chunk {
+        /// The staged tar under the remote dir.
+        name: &'a str,
+        /// Chunk size.
+        size: usize,
+        /// Which chunk.
+        index: u64,
+    },
+}
+
+impl FallbackStep<'_> {
+    /// The call, every argument quoted.
+    fn line(&self) -> Result<String, SyncError> {
+        let q = |s: &str| sh_quote(s);
+        let m = |mode: &Option<u32>| sh_quote(&mode_arg(*mode));
+        Ok(match self {
+            Self::Create {
+                target,
+                parent,
+                temp,
+            } => {
+                format!("_ss_fb_create {} {} {}", q(target)?, q(parent)?, q(temp)?)
+            }
+            Self::Append { parent, temp, len } => {
+                format!("_ss_fb_append {} {} {len}", q(parent)?, q(temp)?)
+            }
+            Self::Promote {
+                parent,
+                temp,
+                base,
+                mode,
+            } => format!(
+                "_ss_fb_promote {} {} {} {}",
+                q(parent)?,
+                q(temp)?,
+                q(base)?,
+                m(mode)?
+            ),
+            Self::Remove { parent, temp } => format!("_ss_fb_remove {} {}", q(parent)?, q(temp)?),
+            Self::Extract { dir, tar } => format!("_ss_fb_extract {} {}", q(dir)?, q(tar)?),
+            Self::ReplaceRoot { mode } => format!("_ss_dir_root d {}", m(mode)?),
+            Self::ReplaceDir { parent, base, mode } => {
+                format!("_ss_dir d {} {} {}", q(parent)?, q(base)?, m(mode)?)
+            }
+            Self::Command { cwd, len } => format!("_ss_fb_cmd {} {len}", q(cwd)?),
+            Self::PackFile { name, source } => {
+                format!("_ss_fb_pack {} file {}", q(name)?, q(source)?)
+            }
+            Self::PackDir {
+                name,
+                source,
+                follow,
+                exclude,
+            } => format!(
+                "_ss_fb_pack {} dir {}",
+                q(name)?,
+                dir_args(source, *follow, exclude)?
+            ),
+            Self::Unstage { name } => format!("_ss_fb_unstage {}", q(name)?),
+            Self::Chunk { name, size, index } => {
+                format!("_ss_fb_chunk {} {size} {index}", q(name)?)
+            }
+        })
+    }
+}
+
+/// A base64-fallback program: the whole library, then `steps` in order.
+///
+/// # Errors
+/// When a path cannot be quoted (NUL) or the scratch name is bad.
+pub fn fallback(
+    root: &str,
+    timeout_ms: u64,
+    scratch: &str,
+    steps: &[FallbackStep<'_>],
+) -> Result<String, SyncError> {
+    let mut s = preamble(root, timeout_ms, scratch)?;
+    s.push_str(INBOUND);
+    s.push_str(OUTBOUND);
+    s.push_str(FALLBACK);
+    for step in steps {
+        s.push_str(&step.line()?);
+        s.push('\n');
+    }
+    Ok(s)
+}
+
+/// A program that removes the scratch dir `stale` a killed program left
+/// behind (a SIGKILLed shell cannot run its trap). It uses its own scratch.
+///
+/// # Errors
+/// When a name is not a valid scratch name.
+pub fn cleanup(root: &str, stale: &str, scratch: &str) -> Result<String, SyncError> {
+    check_scratch(stale)?;
+    let mut s = preamble(root, 10_000, scratch)?;
+    let _ = writeln!(s, "rm -rf \"$_ss_root/{stale}\"");
+    Ok(s)
+}
+
+/// `SOURCE FOLLOW PATTERNS...` for `_ss_odir`, quoted. The sandbox's tar
+/// only saves bytes on the wire; the component applies the exact patterns
+/// to what arrives. Its tar runs in the C locale, where an ASCII pattern
+/// excludes a subset of what the component does; other patterns are left
+/// to the component alone.
+fn dir_args(source: &str, follow: bool, exclude: &[String]) -> Result<String, SyncError> {
+    let mut line = format!("{} {}", sh_quote(source)?, u8::from(follow));
+    for p in crate::exclude::DEFAULT_EXCLUDES
+        .iter()
+        .copied()
+        .chain(exclude.iter().map(String::as_str))
+        .filter(|p| p.is_ascii())
+    {
+        line.push(' ');
+        line.push_str(&sh_quote(p)?);
+    }
+    Ok(line)
+}
+
+/// Formats a mode for `chmod` (empty for none).
+pub fn mode_arg(mode: Option<u32>) -> String {
+    match mode {
+        Some(m) => format!("{:04o}", m & 0o7777),
+        None => String::new(),
+    }
+}
+
+/// Formats a timeout for `sleep`: seconds with millisecond precision.
+fn seconds(ms: u64) -> String {
+    format!("{}.{:03}", ms / 1000, ms % 1000)
+}
+
+/// Builds the sync-in program: extract one archive into the scratch dir,
+/// then apply operations in order.
+#[derive(Debug)]
+pub struct InboundScript {
+    root: String,
+    timeout_ms: u64,
+    scratch: String,
+    preflight: String,
+    ops: String,
+}
+
+impl InboundScript {
+    /// Starts a program for remote dir `root` (normalized) that stops
+    /// itself shortly before `timeout_ms` (0: no deadline) and stages in
+    /// `<root>/<scratch>` (a fresh `.paperclip-upload-*` name).
+    pub fn new(root: &str, timeout_ms: u64, scratch: &str) -> Self {
+        InboundScript {
+            root: root.to_owned(),
+            timeout_ms,
+            scratch: scratch.to_owned(),
+            preflight: String::new(),
+            ops: String::new(),
+        }
+    }
+
+    /// Confines `target`'s deepest existing ancestor before any data is read,
+    /// so an escaping target fails before the transfer, not after.
+    ///
+    /// # Errors
+    /// When `target` cannot be quoted (NUL).
+    pub fn preflight(&mut self, target: &str) -> Result<(), SyncError> {
+        let _ = writeln!(self.preflight, "_ss_confine_ancestor {}", sh_quote(target)?);
+        Ok(())
+    }
+
+    /// Promotes staged file `staged` onto `parent/base` with `mode`.
+    ///
+    /// # Errors
+    /// When a path cannot be quoted (NUL).
+    pub fn put_file(
+        &mut self,
+        staged: &str,
+        parent: &str,
+        base: &str,
+        mode: Option<u32>,
+    ) -> Result<(), SyncError> {
+        let _ = writeln!(
+            self.ops,
+            "_ss_file {} {} {} {}",
+            sh_quote(staged)?,
+            sh_quote(parent)?,
+            sh_quote(base)?,
+            sh_quote(&mode_arg(mode))?
+        );
+        Ok(())
+    }
+
+    /// Replaces directory `parent/base` with the staged tree `staged`.
+    ///
+    /// # Errors
+    /// When a path cannot be quoted (NUL).
+    pub fn put_dir(
+        &mut self,
+        staged: &str,
+        parent: &str,
+        base: &str,
+        mode: Option<u32>,
+    ) -> Result<(), SyncError> {
+        let _ = writeln!(
+            self.ops,
+            "_ss_dir {} {} {} {}",
+            sh_quote(staged)?,
+            sh_quote(parent)?,
+            sh_quote(base)?,
+            sh_quote(&mode_arg(mode))?
+        );
+        Ok(())
+    }
+
+    /// Replaces the contents of the remote dir itself with the staged tree
+    /// (the remote dir is often a mount point, and it holds the scratch dir).
+    ///
+    /// # Errors
+    /// When a path cannot be quoted (NUL).
+    pub fn put_root(&mut self, staged: &str, mode: Option<u32>) -> Result<(), SyncError> {
+        let _ = writeln!(
+            self.ops,
+            "_ss_dir_root {} {}",
+            sh_quote(staged)?,
+            sh_quote(&mode_arg(mode))?
+        );
+        Ok(())
+    }
+
+    /// Runs the staged command `staged` (operation `op`, index `k`) in `cwd`.
+    ///
+    /// # Errors
+    /// When a path cannot be quoted (NUL).
+    pub fn command(
+        &mut self,
+        op: usize,
+        k: usize,
+        staged: &str,
+        cwd: &str,
+        timeout_ms: Option<u64>,
+    ) -> Result<(), SyncError> {
+        let timeout = timeout_ms.map(seconds).unwrap_or_default();
+        let _ = writeln!(
+            self.ops,
+            "_ss_cmd {op} {k} {} {} {}",
+            sh_quote(staged)?,
+            sh_quote(cwd)?,
+            sh_quote(&timeout)?
+        );
+        Ok(())
+    }
+
+    /// Reports operation `op` as complete.
+    pub fn op_done(&mut self, op: usize) {
+        let _ = writeln!(self.ops, "printf '%s op %s\\n' \"$_ss_TAG\" {op}");
+    }
+
+    /// Finishes the program: it extracts `archive_len` bytes from stdin and
+    /// refuses to apply anything unless the member `commit` holds `token`.
+    ///
+    /// `archive_len` must be whole tar records ([`tar_write::archive_len`]):
+    /// GNU tar then reads exactly the archive by itself (it reads whole
+    /// records and stops at the end marker), saving the `head -c` hop that
+    /// copies every byte once more; other tars are bounded by `head -c`.
+    ///
+    /// # Errors
+    /// When the root or token cannot be quoted.
+    pub fn finish(self, archive_len: u64, token: &str) -> Result<String, SyncError> {
+        let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
+        s.push_str(INBOUND);
+        s.push_str(&self.preflight);
+        if archive_len > 0 {
+            let _ = writeln!(
+                s,
+                "if [ \"$_ss_gnutar\" = 1 ]; then tar -x -b {blocking} -p -o -f - -C /proc/self/fd/9; \
+else head -c {archive_len} | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
+                blocking = crate::tar_write::RECORD / 512
+            );
+            let _ = writeln!(
+                s,
+                "_ss_tok=; {{ read -r _ss_tok </proc/self/fd/9/commit; }} 2>/dev/null; [ \"$_ss_tok\" = {} ] || _ss_die 50 'archive incomplete: a source changed or the stream was cut'",
+                sh_quote(token)?
+            );
+        }
+        s.push_str(&self.ops);
+        Ok(s)
+    }
+}
+
+/// Builds the sync-out program: one framed tar stream per mapping on stdout.
+#[derive(Debug)]
+pub struct OutboundScript {
+    root: String,
+    timeout_ms: u64,
+    scratch: String,
+    body: String,
+}
+
+impl OutboundScript {
+    /// Starts a program for remote dir `root` (normalized) that stops
+    /// itself shortly before `timeout_ms` (0: no deadline) and stages in
+    /// `<root>/<scratch>` (a fresh `.paperclip-upload-*` name).
+    pub fn new(root: &str, timeout_ms: u64, scratch: &str) -> Self {
+        OutboundScript {
+            root: root.to_owned(),
+            timeout_ms,
+            scratch: scratch.to_owned(),
+            body: String::new(),
+        }
+    }
+
+    fn mark(&mut self, m: &Marker) {
+        let _ = writeln!(self.body, "_ss_mark '{}'", m.words());
+    }
+
+    /// Streams the regular file `source` (snapshotted through a pinned fd).
+    ///
+    /// # Errors
+    /// When the path cannot be quoted (NUL).
+    pub fn file(&mut self, op: usize, map: usize, source: &str) -> Result<(), SyncError> {
+        self.mark(&Marker::Mapping { op, map });
+        let _ = writeln!(self.body, "_ss_ofile {}", sh_quote(source)?);
+        Ok(())
+    }
+
+    /// Streams the directory `source` (entered through a pinned fd).
+    ///
+    /// # Errors
+    /// When a path or pattern cannot be quoted (NUL).
+    pub fn dir(
+        &mut self,
+        op: usize,
+        map: usize,
+        source: &str,
+        follow: bool,
+        exclude: &[String],
+    ) -> Result<(), SyncError> {
+        self.mark(&Marker::Mapping { op, map });
+        let line = format!("_ss_odir {}", dir_args(source, follow, exclude)?);
+        let _ = writeln!(self.body, "{line}");
+        Ok(())
+    }
+
+    /// Marks operation `op` complete.
+    pub fn op_done(&mut self, op: usize) {
+        self.mark(&Marker::OpDone(op));
+    }
+
+    /// Finishes the program.
+    ///
+    /// # Errors
+    /// When the root cannot be quoted.
+    pub fn finish(mut self) -> Result<String, SyncError> {
+        self.mark(&Marker::End);
+        let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
+        s.push_str(OUTBOUND);
+        s.push_str(&self.body);
+        Ok(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn argv_is_small_and_constant() {
+        let a = argv(123_456);
+        assert_eq!(a.len(), 5);
+        assert_eq!(a[..4], argv(1)[..4]);
+        assert!(a.iter().map(String::len).sum::<usize>() < 512);
+    }
+
+    #[test]
+    fn every_path_is_quoted() {
+        let mut s = InboundScript::new("/w", 0, ".paperclip-upload-t");
+        s.put_file("f0", "/w/a b", "x'y;touch /tmp/pwn", Some(0o600))
+            .unwrap();
+        let text = s.finish(10240, "tok").unwrap();
+        assert!(
+            text.contains("_ss_file 'f0' '/w/a b' 'x'\\''y;touch /tmp/pwn' '0600'"),
+            "{text}"
+        );
+        assert!(text.contains("head -c 10240 | tar -x"));
+        assert!(text.contains("tar -x -b 20 -p"));
+    }
+
+    /// The shell parts name every shared value through the preamble's
+    /// variables, never as a literal that could drift from Rust.
+    #[test]
+    fn shell_parts_take_shared_values_from_rust() {
+        let defined: Vec<String> = exit::ALL
+            .iter()
+            .map(|(n, _)| format!("_ss_E_{n}"))
+            .collect();
+        for (file, text) in [
+            ("common.sh", LIBRARY),
+            ("inbound.sh", INBOUND),
+            ("outbound.sh", OUTBOUND),
+            ("fallback.sh", FALLBACK),
+        ] {
+            for (i, _) in text.match_indices("_ss_die ") {
+                assert!(
+                    text[i + 8..].starts_with("\"$_ss_E_"),
+                    "{file}: a literal exit code at byte {i}"
+                );
+            }
+            assert!(!text.contains(TAG), "{file}: literal {TAG}");
+            assert!(
+                !text.contains(crate::SCRATCH_PREFIX),
+                "{file}: literal scratch prefix"
+            );
+            for (i, _) in text.match_indices("_ss_E_") {
+                let name: String = text[i..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(defined.contains(&name), "{file}: {name} is not defined");
+            }
+        }
+        let p = constants();
+        assert!(p.contains("_ss_E_ESCAPE=42\n") && p.contains("_ss_TAG=SANDBOX-SYNC\n"));
+        assert!(BOOTSTRAP.contains(&format!("exit {}", exit::BOOTSTRAP)));
+    }
+
+    #[test]
+    fn nul_is_refused() {
+        let mut s = InboundScript::new("/w", 0, ".paperclip-upload-t");
+        assert!(s.put_file("f0", "/w", "a\0b", None).is_err());
+    }
+}
