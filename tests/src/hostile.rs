@@ -384,6 +384,17 @@ pub fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             )]),
         ),
         (
+            // Padded to whole blocks it once wrapped to zero: no data, so the
+            // payload guard never saw it (found by a parser review).
+            "size-near-u64-max-base256",
+            cat(&[base256(
+                header(b"wrap", b'0', 0, 0o644, b""),
+                [
+                    0x80, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe,
+                ],
+            )]),
+        ),
+        (
             "negative-size-base256",
             cat(&[base256(header(b"neg", b'0', 0, 0o644, b""), [0xff; 12])]),
         ),

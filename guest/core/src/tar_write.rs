@@ -10,7 +10,7 @@
 
 use tar::{EntryType, Header};
 
-use crate::SyncError;
+use crate::Error;
 
 /// Size of a tar block.
 pub const BLOCK: u64 = 512;
@@ -32,8 +32,8 @@ pub fn write_end(out: &mut Vec<u8>, members: u64) {
     out.resize(out.len() + usize::try_from(pad).unwrap_or(0), 0);
 }
 const NAME_FIELD: usize = 100;
-/// Longest name or link target the writer will emit.
-pub const MAX_NAME: usize = 4096;
+/// Longest name or link target the writer will emit: what the reader accepts.
+pub use crate::tar_read::MAX_NAME;
 
 /// What one archive member is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +72,7 @@ pub fn padding(size: u64) -> u64 {
 
 /// Content length rounded up to whole blocks.
 pub fn padded(size: u64) -> u64 {
-    size + padding(size)
+    size.saturating_add(padding(size))
 }
 
 fn long_record_len(len: usize) -> u64 {
@@ -111,7 +111,7 @@ impl Member<'_> {
     /// # Errors
     /// [`crate::ErrorKind::InvalidRequest`] for names or targets that are empty,
     /// too long, or contain NUL.
-    pub fn write_header(&self, out: &mut Vec<u8>) -> Result<(), SyncError> {
+    pub fn write_header(&self, out: &mut Vec<u8>) -> Result<(), Error> {
         let mut name = self.name.to_owned();
         if matches!(self.kind, MemberKind::Dir) {
             name.push('/');
@@ -148,9 +148,9 @@ impl Member<'_> {
     }
 }
 
-fn check_field(what: &str, s: &str) -> Result<(), SyncError> {
+fn check_field(what: &str, s: &str) -> Result<(), Error> {
     if s.is_empty() || s.len() > MAX_NAME || s.contains('\0') {
-        return Err(SyncError::invalid(format!(
+        return Err(Error::invalid(format!(
             "{what} {s:?} is empty, longer than {MAX_NAME} bytes or contains NUL"
         )));
     }

@@ -8,10 +8,20 @@
 //! bits, bad checksums, non-UTF-8 or control characters in names. Content
 //! bytes are not read here: the caller moves them (host-side) after each
 //! [`Entry`] and so the parser never holds more than one metadata record.
+//!
+//! The byte layout lives in `header` (one 512-byte header) and `pax` (PAX
+//! records); this module holds the policy.
+
+mod header;
+mod pax;
+
+use header::{type_name, MemberHeader};
+use pax::Pax;
+use tar::EntryType;
 
 use crate::sandbox_path::is_clean_relative;
 use crate::tar_write::{padded, BLOCK};
-use crate::SyncError;
+use crate::Error;
 
 /// Bounds applied while parsing.
 #[derive(Debug, Clone, Copy)]
@@ -24,7 +34,8 @@ pub struct Limits {
     pub max_payload_bytes: u64,
 }
 
-/// Longest name or link target accepted (PATH_MAX).
+/// Longest name or link target accepted here and written by
+/// [`crate::tar_write`] (PATH_MAX).
 pub const MAX_NAME: usize = 4096;
 /// Longest single path component accepted (NAME_MAX).
 pub const MAX_COMPONENT: usize = 255;
@@ -72,13 +83,13 @@ pub trait Source {
     ///
     /// # Errors
     /// Any error, typically [`crate::ErrorKind::UnsafeArchive`] ("truncated").
-    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), SyncError>;
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), Error>;
 }
 
 impl Source for &[u8] {
-    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), SyncError> {
+    fn read_exact(&mut self, buf: &mut [u8]) -> Result<(), Error> {
         if self.len() < buf.len() {
-            return Err(SyncError::unsafe_archive("archive is truncated"));
+            return Err(Error::unsafe_archive("archive is truncated"));
         }
         let (head, tail) = self.split_at(buf.len());
         buf.copy_from_slice(head);
@@ -87,6 +98,7 @@ impl Source for &[u8] {
     }
 }
 
+/// Extension records read so far for the member that follows them.
 #[derive(Default)]
 struct Pending {
     long_name: Option<Vec<u8>>,
@@ -94,11 +106,62 @@ struct Pending {
     pax: Option<Pax>,
 }
 
-#[derive(Default)]
-struct Pax {
-    path: Option<Vec<u8>>,
-    linkpath: Option<Vec<u8>>,
-    size: Option<u64>,
+impl Pending {
+    fn is_empty(&self) -> bool {
+        self.long_name.is_none() && self.long_link.is_none() && self.pax.is_none()
+    }
+
+    /// Keeps the record of extension header `h`; a second of one kind is refused.
+    fn keep(&mut self, h: &MemberHeader, record: Vec<u8>) -> Result<(), Error> {
+        let t = h.entry_type;
+        let (dup, what) = if t.is_gnu_longname() {
+            let name = strip_nul(record)?;
+            (self.long_name.replace(name).is_some(), "GNU long name")
+        } else if t.is_gnu_longlink() {
+            let link = strip_nul(record)?;
+            (self.long_link.replace(link).is_some(), "GNU long link")
+        } else {
+            let pax = Pax::parse(&record)?;
+            (self.pax.replace(pax).is_some(), "PAX header")
+        };
+        if dup {
+            return Err(Error::unsafe_archive(format!(
+                "two {what} records for one member"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Puts the long name and link into `h`, refusing records that
+    /// contradict each other or the header.
+    fn apply_to(self, h: &mut MemberHeader) -> Result<(), Error> {
+        let pax = self.pax.unwrap_or_default();
+        if self.long_name.is_some() && pax.path.is_some() {
+            return Err(Error::unsafe_archive(
+                "member has both a GNU long name and a PAX path",
+            ));
+        }
+        if self.long_link.is_some() && pax.linkpath.is_some() {
+            return Err(Error::unsafe_archive(
+                "member has both a GNU long link and a PAX linkpath",
+            ));
+        }
+        if let Some(size) = pax.size {
+            if size != h.size {
+                return Err(Error::unsafe_archive(format!(
+                    "PAX size {size} disagrees with header size {}",
+                    h.size
+                )));
+            }
+        }
+        if let Some(name) = self.long_name.or(pax.path) {
+            h.name = name;
+        }
+        if let Some(link) = self.long_link.or(pax.linkpath) {
+            h.linkname = link;
+        }
+        Ok(())
+    }
 }
 
 /// Streaming parser state for one archive.
@@ -134,7 +197,7 @@ impl Parser {
     /// # Errors
     /// [`crate::ErrorKind::UnsafeArchive`] for anything outside policy,
     /// [`crate::ErrorKind::LimitExceeded`] when a bound is crossed.
-    pub fn next_entry(&mut self, src: &mut dyn Source) -> Result<Option<Entry>, SyncError> {
+    pub fn next_entry(&mut self, src: &mut dyn Source) -> Result<Option<Entry>, Error> {
         if self.done {
             return Ok(None);
         }
@@ -142,50 +205,40 @@ impl Parser {
         loop {
             let mut block = [0u8; BLOCK as usize];
             src.read_exact(&mut block)?;
-            if block.iter().all(|&b| b == 0) {
-                if pending.long_name.is_some()
-                    || pending.long_link.is_some()
-                    || pending.pax.is_some()
-                {
-                    return Err(SyncError::unsafe_archive(
-                        "extension record not followed by a member",
-                    ));
-                }
-                src.read_exact(&mut block)?;
-                if block.iter().any(|&b| b != 0) {
-                    return Err(SyncError::unsafe_archive("data after a lone zero block"));
-                }
-                self.done = true;
+            if is_zero(&block) {
+                self.end_of_archive(src, &pending)?;
                 return Ok(None);
             }
-            let header = RawHeader::parse(&block)?;
-            match header.typeflag {
-                b'L' | b'K' | b'x' => {
-                    let record = self.read_record(src, &header)?;
-                    let slot_name = match header.typeflag {
-                        b'L' => "GNU long name",
-                        b'K' => "GNU long link",
-                        _ => "PAX header",
-                    };
-                    let dup = match header.typeflag {
-                        b'L' => pending.long_name.replace(strip_nul(record)?).is_some(),
-                        b'K' => pending.long_link.replace(strip_nul(record)?).is_some(),
-                        _ => pending.pax.replace(parse_pax(&record)?).is_some(),
-                    };
-                    if dup {
-                        return Err(SyncError::unsafe_archive(format!(
-                            "two {slot_name} records for one member"
-                        )));
-                    }
-                }
-                _ => return self.finish_entry(header, pending).map(Some),
+            let header = MemberHeader::parse(&block)?;
+            if !header.is_extension() {
+                return self.finish_entry(header, pending).map(Some);
             }
+            let record = self.read_record(src, &header)?;
+            pending.keep(&header, record)?;
         }
     }
 
-    fn read_record(&mut self, src: &mut dyn Source, h: &RawHeader) -> Result<Vec<u8>, SyncError> {
+    /// After a first zero block: nothing may be pending and a second zero
+    /// block must follow (GNU tar would only warn about a lone one).
+    fn end_of_archive(&mut self, src: &mut dyn Source, pending: &Pending) -> Result<(), Error> {
+        if !pending.is_empty() {
+            return Err(Error::unsafe_archive(
+                "extension record not followed by a member",
+            ));
+        }
+        let mut block = [0u8; BLOCK as usize];
+        src.read_exact(&mut block)?;
+        if !is_zero(&block) {
+            return Err(Error::unsafe_archive("data after a lone zero block"));
+        }
+        self.done = true;
+        Ok(())
+    }
+
+    /// Reads an extension record's body, bounded before it is allocated.
+    fn read_record(&mut self, src: &mut dyn Source, h: &MemberHeader) -> Result<Vec<u8>, Error> {
         if h.size > MAX_RECORD {
-            return Err(SyncError::unsafe_archive(format!(
+            return Err(Error::unsafe_archive(format!(
                 "extension record of {} bytes exceeds {MAX_RECORD}",
                 h.size
             )));
@@ -197,10 +250,10 @@ impl Parser {
         Ok(buf)
     }
 
-    fn add_metadata(&mut self, n: u64) -> Result<(), SyncError> {
+    fn add_metadata(&mut self, n: u64) -> Result<(), Error> {
         self.metadata = self.metadata.saturating_add(n);
         if self.metadata > self.limits.max_metadata_bytes {
-            return Err(SyncError::limit(format!(
+            return Err(Error::limit(format!(
                 "archive metadata exceeds {} bytes",
                 self.limits.max_metadata_bytes
             )));
@@ -208,41 +261,69 @@ impl Parser {
         Ok(())
     }
 
-    fn finish_entry(&mut self, h: RawHeader, pending: Pending) -> Result<Entry, SyncError> {
+    fn add_entry(&mut self) -> Result<(), Error> {
         self.entries += 1;
         if self.entries > self.limits.max_entries {
-            return Err(SyncError::limit(format!(
+            return Err(Error::limit(format!(
                 "archive has more than {} entries",
                 self.limits.max_entries
             )));
         }
-        let pax = pending.pax.unwrap_or_default();
-        if pending.long_name.is_some() && pax.path.is_some() {
-            return Err(SyncError::unsafe_archive(
-                "member has both a GNU long name and a PAX path",
-            ));
-        }
-        if pending.long_link.is_some() && pax.linkpath.is_some() {
-            return Err(SyncError::unsafe_archive(
-                "member has both a GNU long link and a PAX linkpath",
-            ));
-        }
-        if let Some(size) = pax.size {
-            if size != h.size {
-                return Err(SyncError::unsafe_archive(format!(
-                    "PAX size {size} disagrees with header size {}",
-                    h.size
-                )));
-            }
-        }
-        let raw_name = pending.long_name.or(pax.path).unwrap_or(h.name);
-        let raw_link = pending.long_link.or(pax.linkpath).unwrap_or(h.linkname);
+        Ok(())
+    }
 
-        let kind_is_dir = h.typeflag == b'5';
-        let mut name = text("member name", raw_name)?;
+    fn add_payload(&mut self, size: u64) -> Result<(), Error> {
+        self.payload = self.payload.saturating_add(padded(size));
+        if self.payload > self.limits.max_payload_bytes {
+            return Err(Error::limit(format!(
+                "archive content exceeds the {}-byte output guard",
+                self.limits.max_payload_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Turns a member header and its extension records into an [`Entry`].
+    /// The order of checks decides which error a bad member reports.
+    fn finish_entry(&mut self, mut h: MemberHeader, pending: Pending) -> Result<Entry, Error> {
+        self.add_entry()?;
+        pending.apply_to(&mut h)?;
+        let MemberHeader {
+            name,
+            linkname,
+            entry_type,
+            size,
+            mode,
+            mtime,
+        } = h;
+        let name = self.member_name(name, entry_type.is_dir())?;
+        if mode & 0o7000 != 0 {
+            return Err(Error::unsafe_archive(format!(
+                "member {name:?} has setuid, setgid or sticky bits ({mode:o})"
+            )));
+        }
+        let kind = self.member_kind(entry_type, linkname, &name)?;
+        if kind != EntryKind::File && size != 0 {
+            return Err(Error::unsafe_archive(format!(
+                "non-file member {name:?} claims {size} content bytes"
+            )));
+        }
+        self.add_payload(size)?;
+        Ok(Entry {
+            path: name,
+            kind,
+            size,
+            mode: mode & 0o777,
+            mtime,
+        })
+    }
+
+    /// A clean relative name; directories may end in `/`, which is dropped.
+    fn member_name(&mut self, raw: Vec<u8>, is_dir: bool) -> Result<String, Error> {
+        let mut name = text("member name", raw)?;
         if name.ends_with('/') {
-            if !kind_is_dir {
-                return Err(SyncError::unsafe_archive(format!(
+            if !is_dir {
+                return Err(Error::unsafe_archive(format!(
                     "non-directory member {name:?} ends with /"
                 )));
             }
@@ -251,108 +332,86 @@ impl Parser {
             }
         }
         if !is_clean_relative(&name) {
-            return Err(SyncError::unsafe_archive(format!(
+            return Err(Error::unsafe_archive(format!(
                 "member name {name:?} is absolute, empty or contains . or .. components"
             )));
         }
         if name.split('/').any(|c| c.len() > MAX_COMPONENT) {
-            return Err(SyncError::unsafe_archive(format!(
+            return Err(Error::unsafe_archive(format!(
                 "member name {:?}… has a component longer than {MAX_COMPONENT} bytes",
                 name.chars().take(64).collect::<String>()
             )));
         }
         self.add_metadata(name.len() as u64)?;
+        Ok(name)
+    }
 
-        if h.mode & 0o7000 != 0 {
-            return Err(SyncError::unsafe_archive(format!(
-                "member {name:?} has setuid, setgid or sticky bits ({:o})",
-                h.mode
+    /// Files, directories and links only; every other type is refused.
+    fn member_kind(
+        &mut self,
+        t: EntryType,
+        raw_link: Vec<u8>,
+        name: &str,
+    ) -> Result<EntryKind, Error> {
+        if t.is_file() {
+            return Ok(EntryKind::File);
+        }
+        if t.is_dir() {
+            return Ok(EntryKind::Dir);
+        }
+        if !t.is_symlink() && !t.is_hard_link() {
+            return Err(Error::unsafe_archive(format!(
+                "member {name:?} has refused type {}",
+                type_name(t)
             )));
         }
-        let kind = match h.typeflag {
-            b'0' | 0 => EntryKind::File,
-            b'5' => EntryKind::Dir,
-            b'2' | b'1' => {
-                let link = text("link target", raw_link)?;
-                if link.is_empty() {
-                    return Err(SyncError::unsafe_archive(format!(
-                        "link {name:?} has an empty target"
-                    )));
-                }
-                self.add_metadata(link.len() as u64)?;
-                if h.typeflag == b'2' {
-                    if link.starts_with('/') {
-                        return Err(SyncError::unsafe_archive(format!(
-                            "symlink {name:?} has an absolute target {link:?}"
-                        )));
-                    }
-                    EntryKind::Symlink(link)
-                } else {
-                    if !is_clean_relative(&link) {
-                        return Err(SyncError::unsafe_archive(format!(
-                            "hard link {name:?} has an unsafe target {link:?}"
-                        )));
-                    }
-                    EntryKind::HardLink(link)
-                }
-            }
-            other => {
-                return Err(SyncError::unsafe_archive(format!(
-                    "member {name:?} has refused type {}",
-                    type_name(other)
-                )))
-            }
-        };
-        if !matches!(kind, EntryKind::File) && h.size != 0 {
-            return Err(SyncError::unsafe_archive(format!(
-                "non-file member {name:?} claims {} content bytes",
-                h.size
+        let link = text("link target", raw_link)?;
+        if link.is_empty() {
+            return Err(Error::unsafe_archive(format!(
+                "link {name:?} has an empty target"
             )));
         }
-        self.payload = self.payload.saturating_add(padded(h.size));
-        if self.payload > self.limits.max_payload_bytes {
-            return Err(SyncError::limit(format!(
-                "archive content exceeds the {}-byte output guard",
-                self.limits.max_payload_bytes
-            )));
+        self.add_metadata(link.len() as u64)?;
+        if t.is_symlink() {
+            symlink_target(name, link)
+        } else {
+            hard_link_target(name, link)
         }
-        Ok(Entry {
-            path: name,
-            kind,
-            size: h.size,
-            mode: h.mode & 0o777,
-            mtime: h.mtime,
-        })
     }
 }
 
-fn type_name(t: u8) -> String {
-    let what = match t {
-        b'3' => "character device",
-        b'4' => "block device",
-        b'6' => "FIFO",
-        b'7' => "contiguous file",
-        b'g' => "PAX global header",
-        b'S' => "GNU sparse file",
-        b'V' => "volume label",
-        b'M' => "multi-volume continuation",
-        b'N' => "GNU old long name",
-        b'D' => "GNU dump directory",
-        _ => "unknown",
-    };
-    if t.is_ascii_graphic() {
-        format!("'{}' ({what})", t as char)
-    } else {
-        format!("{t:#04x} ({what})")
+/// Symlink targets resolve against the link's directory, so only an
+/// absolute one is refused here; [`crate::tree`] checks where it leads.
+fn symlink_target(name: &str, link: String) -> Result<EntryKind, Error> {
+    if link.starts_with('/') {
+        return Err(Error::unsafe_archive(format!(
+            "symlink {name:?} has an absolute target {link:?}"
+        )));
     }
+    Ok(EntryKind::Symlink(link))
 }
 
-fn strip_nul(mut v: Vec<u8>) -> Result<Vec<u8>, SyncError> {
+/// Hard link targets name an earlier member, so they must be clean names.
+fn hard_link_target(name: &str, link: String) -> Result<EntryKind, Error> {
+    if !is_clean_relative(&link) {
+        return Err(Error::unsafe_archive(format!(
+            "hard link {name:?} has an unsafe target {link:?}"
+        )));
+    }
+    Ok(EntryKind::HardLink(link))
+}
+
+fn is_zero(block: &[u8]) -> bool {
+    block.iter().all(|&b| b == 0)
+}
+
+/// A GNU long name or link without its NUL terminator(s), bounded.
+fn strip_nul(mut v: Vec<u8>) -> Result<Vec<u8>, Error> {
     while v.last() == Some(&0) {
         v.pop();
     }
     if v.len() > MAX_NAME {
-        return Err(SyncError::unsafe_archive(format!(
+        return Err(Error::unsafe_archive(format!(
             "long name of {} bytes exceeds {MAX_NAME}",
             v.len()
         )));
@@ -361,194 +420,31 @@ fn strip_nul(mut v: Vec<u8>) -> Result<Vec<u8>, SyncError> {
 }
 
 /// Validates a name or link target: UTF-8, bounded, no NUL or control characters.
-fn text(what: &str, raw: Vec<u8>) -> Result<String, SyncError> {
+fn text(what: &str, raw: Vec<u8>) -> Result<String, Error> {
     if raw.len() > MAX_NAME {
-        return Err(SyncError::unsafe_archive(format!(
+        return Err(Error::unsafe_archive(format!(
             "{what} of {} bytes exceeds {MAX_NAME}",
             raw.len()
         )));
     }
     let s = String::from_utf8(raw).map_err(|e| {
-        SyncError::unsafe_archive(format!(
+        Error::unsafe_archive(format!(
             "{what} is not UTF-8: {:?}",
             String::from_utf8_lossy(e.as_bytes())
         ))
     })?;
     if s.chars().any(|c| c.is_control()) {
-        return Err(SyncError::unsafe_archive(format!(
+        return Err(Error::unsafe_archive(format!(
             "{what} {s:?} contains NUL or control characters"
         )));
     }
     Ok(s)
 }
 
-fn parse_pax(record: &[u8]) -> Result<Pax, SyncError> {
-    let mut pax = Pax::default();
-    let mut rest = record;
-    while !rest.is_empty() {
-        let sp = rest
-            .iter()
-            .position(|&b| b == b' ')
-            .ok_or_else(|| SyncError::unsafe_archive("PAX record without a length"))?;
-        let len: usize = std::str::from_utf8(&rest[..sp])
-            .ok()
-            .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| SyncError::unsafe_archive("PAX record has a malformed length"))?;
-        if len <= sp + 1 || len > rest.len() || rest[len - 1] != b'\n' {
-            return Err(SyncError::unsafe_archive(
-                "PAX record length does not match its contents",
-            ));
-        }
-        let kv = &rest[sp + 1..len - 1];
-        let eq = kv
-            .iter()
-            .position(|&b| b == b'=')
-            .ok_or_else(|| SyncError::unsafe_archive("PAX record without '='"))?;
-        let (key, value) = (&kv[..eq], &kv[eq + 1..]);
-        let dup = match key {
-            b"path" => pax.path.replace(value.to_vec()).is_some(),
-            b"linkpath" => pax.linkpath.replace(value.to_vec()).is_some(),
-            b"size" => {
-                let size = std::str::from_utf8(value)
-                    .ok()
-                    .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or_else(|| SyncError::unsafe_archive("PAX size is not a decimal number"))?;
-                pax.size.replace(size).is_some()
-            }
-            k if k.starts_with(b"GNU.sparse") => {
-                return Err(SyncError::unsafe_archive(
-                    "PAX sparse-file records are refused",
-                ))
-            }
-            // Times, ownership, xattrs and comments are never applied.
-            _ => false,
-        };
-        if dup {
-            return Err(SyncError::unsafe_archive(format!(
-                "PAX key {:?} repeated",
-                String::from_utf8_lossy(key)
-            )));
-        }
-        rest = &rest[len..];
-    }
-    Ok(pax)
-}
-
-/// The fields of one 512-byte header the policy needs.
-struct RawHeader {
-    name: Vec<u8>,
-    linkname: Vec<u8>,
-    typeflag: u8,
-    size: u64,
-    mode: u32,
-    mtime: i64,
-}
-
-impl RawHeader {
-    fn parse(b: &[u8; 512]) -> Result<RawHeader, SyncError> {
-        let stored = parse_octal(&b[148..156])
-            .ok_or_else(|| SyncError::unsafe_archive("header checksum field is malformed"))?;
-        let (mut unsigned, mut signed) = (0u64, 0i64);
-        for (i, &byte) in b.iter().enumerate() {
-            let v = if (148..156).contains(&i) { b' ' } else { byte };
-            unsigned += u64::from(v);
-            signed += i64::from(v as i8);
-        }
-        if stored != unsigned && i64::try_from(stored).ok() != Some(signed) {
-            return Err(SyncError::unsafe_archive(
-                "header checksum mismatch (corrupt or not a tar stream)",
-            ));
-        }
-        let magic = &b[257..265];
-        let posix = match magic {
-            b"ustar\x0000" => true,
-            b"ustar  \x00" => false,
-            _ => {
-                return Err(SyncError::unsafe_archive(
-                    "header lacks the ustar/GNU magic (not a tar stream)",
-                ))
-            }
-        };
-        let mut name = cstr(&b[0..100]).to_vec();
-        if posix {
-            let prefix = cstr(&b[345..500]);
-            if !prefix.is_empty() {
-                let mut full = prefix.to_vec();
-                full.push(b'/');
-                full.extend_from_slice(&name);
-                name = full;
-            }
-        }
-        let size = parse_number(&b[124..136])
-            .ok_or_else(|| SyncError::unsafe_archive("header size is malformed or negative"))?;
-        let mode = parse_octal(&b[100..108])
-            .and_then(|m| u32::try_from(m).ok())
-            .ok_or_else(|| SyncError::unsafe_archive("header mode is malformed"))?;
-        let mtime = parse_number(&b[136..148])
-            .and_then(|t| i64::try_from(t).ok())
-            .unwrap_or(0);
-        Ok(RawHeader {
-            name,
-            linkname: cstr(&b[157..257]).to_vec(),
-            typeflag: b[156],
-            size,
-            mode,
-            mtime,
-        })
-    }
-}
-
-fn cstr(field: &[u8]) -> &[u8] {
-    let end = field.iter().position(|&b| b == 0).unwrap_or(field.len());
-    &field[..end]
-}
-
-/// Octal with optional leading spaces, terminated by NUL or space.
-fn parse_octal(field: &[u8]) -> Option<u64> {
-    let s = field.iter().skip_while(|&&b| b == b' ');
-    let mut value: u64 = 0;
-    let mut digits = 0;
-    let mut ended = false;
-    for &b in s {
-        match b {
-            b'0'..=b'7' if !ended => {
-                value = value.checked_mul(8)?.checked_add(u64::from(b - b'0'))?;
-                digits += 1;
-            }
-            0 | b' ' => ended = true,
-            _ => return None,
-        }
-    }
-    if digits == 0 {
-        return if field.iter().all(|&b| b == 0 || b == b' ') {
-            Some(0)
-        } else {
-            None
-        };
-    }
-    Some(value)
-}
-
-/// Octal, or GNU base-256 (high bit set); negative base-256 is refused.
-fn parse_number(field: &[u8]) -> Option<u64> {
-    match field.first() {
-        Some(&0x80) => {
-            let mut value: u64 = 0;
-            for &b in &field[1..] {
-                value = value.checked_mul(256)?.checked_add(u64::from(b))?;
-            }
-            Some(value)
-        }
-        Some(&b) if b & 0x80 != 0 => None,
-        _ => parse_octal(field),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{self, Read};
 
     const LIMITS: Limits = Limits {
         max_entries: 1000,
@@ -592,18 +488,78 @@ mod tests {
         record(b'x', body.as_bytes())
     }
 
-    fn parse_all(mut bytes: &[u8]) -> Result<Vec<Entry>, SyncError> {
+    /// Reads every entry, skipping contents through the same source.
+    fn parse_from(src: &mut dyn Source) -> Result<Vec<Entry>, Error> {
         let mut p = Parser::new(LIMITS);
         let mut out = Vec::new();
-        while let Some(e) = p.next_entry(&mut bytes)? {
-            let skip = e.data_len() as usize;
-            if bytes.len() < skip {
-                return Err(SyncError::unsafe_archive("archive is truncated"));
+        let mut block = [0u8; BLOCK as usize];
+        while let Some(e) = p.next_entry(src)? {
+            for _ in 0..e.data_len() / BLOCK {
+                src.read_exact(&mut block)?;
             }
-            bytes = &bytes[skip..];
             out.push(e);
         }
         Ok(out)
+    }
+
+    /// Parses `bytes` whole and through short reads; all must agree.
+    fn parse_all(bytes: &[u8]) -> Result<Vec<Entry>, Error> {
+        let whole = parse_from(&mut &bytes[..]);
+        for seed in 1..=SEEDS {
+            let short = parse_from(&mut ShortReads::new(bytes, seed));
+            assert_eq!(
+                short, whole,
+                "short reads (seed {seed}) changed the outcome"
+            );
+        }
+        whole
+    }
+
+    /// Seeds for [`ShortReads`]: each splits the stream differently.
+    const SEEDS: u32 = 8;
+
+    /// A reader that returns short, uneven reads, as a pipe may (after
+    /// tar-rs's `RandomReader`).
+    struct RandomReader<R> {
+        inner: R,
+        state: u32,
+    }
+
+    impl<R: Read> Read for RandomReader<R> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            // xorshift32: deterministic, so a failure names its seed.
+            self.state ^= self.state << 13;
+            self.state ^= self.state >> 17;
+            self.state ^= self.state << 5;
+            let n = (self.state % 97) as usize + 1;
+            let n = n.min(buf.len());
+            self.inner.read(&mut buf[..n])
+        }
+    }
+
+    /// A [`Source`] that fills each buffer from a [`RandomReader`] by
+    /// looping, as the driver's `GuardedInput` does over a stream.
+    struct ShortReads<'a>(RandomReader<&'a [u8]>);
+
+    impl<'a> ShortReads<'a> {
+        fn new(data: &'a [u8], seed: u32) -> Self {
+            ShortReads(RandomReader {
+                inner: data,
+                state: seed.wrapping_mul(0x9e37_79b9) | 1,
+            })
+        }
+    }
+
+    impl Source for ShortReads<'_> {
+        fn read_exact(&mut self, mut buf: &mut [u8]) -> Result<(), Error> {
+            while !buf.is_empty() {
+                match self.0.read(buf) {
+                    Ok(0) | Err(_) => return Err(Error::unsafe_archive("archive is truncated")),
+                    Ok(n) => buf = &mut buf[n..],
+                }
+            }
+            Ok(())
+        }
     }
 
     fn with_end(mut v: Vec<u8>) -> Vec<u8> {
@@ -806,5 +762,99 @@ mod tests {
             p.next_entry(&mut src).unwrap_err().kind,
             crate::ErrorKind::LimitExceeded
         );
+    }
+
+    #[test]
+    fn short_reads_really_are_short() {
+        let data: Vec<u8> = (0..=255).cycle().take(3000).collect();
+        let mut r = ShortReads::new(&data, 1).0;
+        let mut buf = [0u8; 512];
+        let sizes: Vec<usize> = (0..20).map(|_| r.read(&mut buf).unwrap()).collect();
+        assert!(sizes.iter().all(|&n| (1..=97).contains(&n)), "{sizes:?}");
+        assert!(sizes.windows(2).any(|w| w[0] != w[1]), "{sizes:?}");
+        let mut src = ShortReads::new(&data, 3);
+        let mut whole = vec![0u8; 3000];
+        src.read_exact(&mut whole).unwrap();
+        assert_eq!(whole, data);
+        assert!(src.read_exact(&mut buf[..1]).is_err());
+    }
+
+    #[test]
+    fn limits_hold_across_short_reads() {
+        let mut v = Vec::new();
+        for i in 0..5 {
+            v.extend(file(format!("f{i}").as_bytes(), b"data"));
+        }
+        let bytes = with_end(v);
+        for seed in 1..=SEEDS {
+            let mut p = Parser::new(Limits {
+                max_entries: 3,
+                ..LIMITS
+            });
+            let mut src = ShortReads::new(&bytes, seed);
+            let mut block = [0u8; 512];
+            let err = loop {
+                match p.next_entry(&mut src) {
+                    Ok(Some(e)) => {
+                        assert_eq!(e.data_len(), 512);
+                        src.read_exact(&mut block).unwrap();
+                    }
+                    Ok(None) => panic!("limit not enforced (seed {seed})"),
+                    Err(e) => break e,
+                }
+            };
+            assert_eq!(err.kind, crate::ErrorKind::LimitExceeded);
+        }
+    }
+
+    #[test]
+    fn names_refused_types() {
+        refuses(
+            with_end(header(b"c", b'3', 0, 0o644, b"").to_vec()),
+            "refused type '3' (character device)",
+        );
+        refuses(
+            with_end(header(b"v", b'V', 0, 0o644, b"").to_vec()),
+            "'V' (volume label)",
+        );
+        refuses(
+            with_end(header(b"u", 0x01, 0, 0o644, b"").to_vec()),
+            "0x01 (unknown)",
+        );
+        refuses(
+            with_end(header(b"c", b'7', 0, 0o644, b"").to_vec()),
+            "contiguous",
+        );
+    }
+
+    #[test]
+    fn refuses_dangling_extension_records() {
+        refuses(with_end(record(b'L', b"a\0")), "not followed by a member");
+        refuses(with_end(pax(&[("path", "a")])), "not followed by a member");
+        let mut v = record(b'K', b"t\0");
+        v.extend(record(b'K', b"u\0"));
+        v.extend_from_slice(&header(b"l", b'2', 0, 0o777, b"x"));
+        refuses(with_end(v), "two GNU long link");
+        let mut v = pax(&[("size", "0")]);
+        v.extend(pax(&[("size", "0")]));
+        v.extend(file(b"a", b""));
+        refuses(with_end(v), "two PAX header");
+    }
+
+    #[test]
+    fn applies_long_links_and_ustar_prefixes() {
+        let target = "t/".repeat(80) + "f";
+        let mut v = record(b'K', format!("{target}\0").as_bytes());
+        v.extend_from_slice(&header(b"l", b'2', 0, 0o777, b"ignored"));
+        let mut h = tar::Header::new_ustar();
+        h.set_path("pre/fix/name").unwrap();
+        h.as_ustar_mut().unwrap().prefix[..3].copy_from_slice(b"p/q");
+        h.set_size(0);
+        h.set_mode(0o644);
+        h.set_cksum();
+        v.extend_from_slice(h.as_bytes());
+        let es = parse_all(&with_end(v)).unwrap();
+        assert_eq!(es[0].kind, EntryKind::Symlink(target));
+        assert_eq!(es[1].path, "p/q/pre/fix/name");
     }
 }
