@@ -1,11 +1,8 @@
 //! One exec: the library plus a body on stdin, an optional payload after it.
 
 use sandbox_sync_core::script::{self, FallbackStep};
-use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
-    self, ExecOptions, ExecStatus,
-};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::ExecStatus;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{SyncError, SyncRequest};
-use sandbox_sync_driver::errors::from_core;
 use sandbox_sync_driver::io;
 
 /// Most stdout bytes one exec may return (a base64 chunk plus slack).
@@ -19,7 +16,7 @@ pub struct Ran {
 
 impl Ran {
     pub fn ok(&self) -> bool {
-        self.status.exit_code == Some(0) && !self.status.timed_out && !self.status.stderr_truncated
+        sandbox_sync_driver::errors::exit(&self.status).succeeded()
     }
 }
 
@@ -33,17 +30,10 @@ pub fn run(
     timeout_ms: u64,
 ) -> Result<Ran, SyncError> {
     let scratch = sandbox_sync_driver::scratch::fresh();
-    let program = script::fallback(root, timeout_ms, &scratch, steps).map_err(from_core)?;
-    let exec = sandbox_exec::start(
-        &script::argv(program.len()),
-        ExecOptions {
-            timeout_ms,
-            max_stderr_bytes: req.limits.max_stderr_bytes,
-        },
-    )
-    .map_err(|e| SyncError::Transport(format!("failed to start the sandbox exec: {e}")))?;
-    let stdin = exec.stdin().map_err(SyncError::Transport)?;
-    let stdout = exec.stdout().map_err(SyncError::Transport)?;
+    let program = script::fallback(root, timeout_ms, &scratch, steps)?;
+    let started =
+        sandbox_sync_driver::exec::start(program.len(), timeout_ms, req.limits.max_stderr_bytes)?;
+    let (exec, stdin, stdout) = (started.exec, started.stdin, started.stdout);
     // A failed write means the program stopped early; its status says why.
     let _ = io::write_all(&stdin, program.as_bytes())
         .and_then(|()| io::write_all(&stdin, payload))

@@ -15,48 +15,12 @@ mod exec;
 mod sync_in;
 mod sync_out;
 
-use sandbox_sync_driver::bindings::exports::sandbox_sync::provider::sync::Guest;
-use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
-use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
-    OperationResult, ProviderInfo, SyncError, SyncRequest,
-};
-use sandbox_sync_driver::WIT_VERSION;
-
 /// Decoded bytes per exec, as the orchestrator's fallback uses.
 pub const CHUNK: usize = 3 * 1024 * 1024;
 
-struct Fallback;
-
-impl Guest for Fallback {
-    fn describe() -> ProviderInfo {
-        ProviderInfo {
-            name: "sandbox-sync-base64-fallback".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            wit_version: WIT_VERSION.into(),
-            capabilities: vec![
-                "sync-in".into(),
-                "sync-out".into(),
-                "post-upload-commands".into(),
-                "base64-chunks".into(),
-            ],
-        }
-    }
-
-    fn sync_in(
-        req: SyncRequest,
-        sources: Vec<GrantedDir>,
-    ) -> Result<Vec<OperationResult>, SyncError> {
-        let sources: Vec<&GrantedDir> = sources.iter().collect();
-        sync_in::run(&req, &sources)
-    }
-
-    fn sync_out(
-        req: SyncRequest,
-        targets: Vec<GrantedDir>,
-    ) -> Result<Vec<OperationResult>, SyncError> {
-        let targets: Vec<&GrantedDir> = targets.iter().collect();
-        sync_out::run(&req, &targets)
-    }
-}
-
-sandbox_sync_driver::bindings::export_provider!(Fallback with_types_in sandbox_sync_driver::bindings);
+sandbox_sync_driver::provider!(
+    "sandbox-sync-base64-fallback",
+    capabilities: ["base64-chunks"],
+    sync_in: sync_in::run,
+    sync_out: sync_out::run,
+);

@@ -2,23 +2,24 @@
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
+use sandbox_sync_core::outcome;
+use sandbox_sync_core::plan::{file_source, plan_dir, Meta, Planned, PlannedKind};
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::FallbackStep;
 use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
-use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{GrantedDir, Metadata};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
-    CommandFailure, FileMapping, MappingKind, OperationResult, PostUploadCommand, SyncError,
-    SyncRequest,
+    FileMapping, MappingKind, OperationResult, PostUploadCommand, SyncError, SyncRequest,
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, StreamError};
-use sandbox_sync_driver::errors::{from_core, from_status, stderr_tail};
-use sandbox_sync_driver::plan::{command_cwd, file_source, plan_dir, Planned, PlannedKind};
+use sandbox_sync_driver::errors::{exit, from_status};
+use sandbox_sync_driver::plan::command_cwd;
 
 use crate::exec::{self, Ran};
 use crate::CHUNK;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
-    let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    let root = normalize_remote_dir(&req.remote_dir)?;
     sandbox_sync_driver::plan::check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
     if mappings != sources.len() {
@@ -30,7 +31,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     // Validate every path before the first exec, as the native path does.
     for op in &req.operations {
         for m in &op.files {
-            confine(&root, &m.target_path, "target").map_err(from_core)?;
+            confine(&root, &m.target_path, "target")?;
         }
         for c in &op.post_upload_commands {
             command_cwd(&root, c.cwd.as_deref(), &c.command)?;
@@ -45,7 +46,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     for op in &req.operations {
         let (mut files, mut bytes) = (0, 0);
         for m in &op.files {
-            let target = confine(&root, &m.target_path, "target").map_err(from_core)?;
+            let target = confine(&root, &m.target_path, "target")?;
             let (f, b) = match m.kind {
                 MappingKind::File => ctx.file(sources[k], m, &target)?,
                 MappingKind::Directory => ctx.dir(sources[k], k, m, &target)?,
@@ -248,28 +249,7 @@ impl Ctx<'_> {
         };
         let timeout = c.timeout_ms.unwrap_or(self.req.limits.timeout_ms);
         let ran = exec::run(self.req, &self.root, &[step], c.command.as_bytes(), timeout)?;
-        if ran.ok() {
-            return Ok(());
-        }
-        let code = ran.status.exit_code;
-        // The program's own deadline (exit 54) is a timeout too.
-        let timed_out =
-            ran.status.timed_out || code == Some(sandbox_sync_core::script::exit::DEADLINE);
-        if timed_out && c.timeout_ms.is_none() || code == Some(42) || ran.status.stderr_truncated {
-            return Err(from_status(&ran.status, op, timeout));
-        }
-        let what = if timed_out {
-            format!("post-upload command timed out after {timeout} ms")
-        } else {
-            format!("post-upload command failed (exit {})", code.unwrap_or(-1))
-        };
-        Err(SyncError::CommandFailed(CommandFailure {
-            operation_id: op.to_owned(),
-            exit_code: if timed_out { None } else { code },
-            timed_out,
-            message: format!("operation {op}: {what}"),
-            stderr: stderr_tail(&ran.status),
-        }))
+        outcome::conclude_command(&exit(&ran.status), op, c.timeout_ms, timeout).map_err(Into::into)
     }
 }
 
@@ -285,12 +265,12 @@ struct FileChunks<'a> {
     grant: &'a GrantedDir,
     stream: Option<InputStream>,
     path: String,
-    planned: Metadata,
+    planned: Meta,
     read: u64,
 }
 
 impl<'a> FileChunks<'a> {
-    fn open(grant: &'a GrantedDir, path: &str, planned: &Metadata) -> Result<Self, SyncError> {
+    fn open(grant: &'a GrantedDir, path: &str, planned: &Meta) -> Result<Self, SyncError> {
         let stream = grant.open_read(path).map_err(|_| changed(path))?;
         Ok(FileChunks {
             grant,
@@ -370,7 +350,7 @@ impl<'a> TarChunks<'a> {
                 break;
             };
             self.next += 1;
-            p.member().write_header(&mut self.buf).map_err(from_core)?;
+            p.member().write_header(&mut self.buf)?;
             if let PlannedKind::HostFile { path, meta, .. } = &p.kind {
                 self.open = Some((FileChunks::open(self.grant, path, meta)?, meta.size));
             }

@@ -8,13 +8,13 @@ use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir};
 use sandbox_sync_core::script::FallbackStep;
 use sandbox_sync_core::tar_read::{Limits, Source};
-use sandbox_sync_core::SyncError as CoreError;
+use sandbox_sync_core::Error as CoreError;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     MappingKind, OperationResult, SyncError, SyncRequest,
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
-use sandbox_sync_driver::errors::{from_core, from_status};
+use sandbox_sync_driver::errors::from_status;
 use sandbox_sync_driver::extract::{receive_dir, receive_file, ArchiveInput};
 use sandbox_sync_driver::io;
 
@@ -22,7 +22,7 @@ use crate::exec;
 use crate::CHUNK;
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
-    let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    let root = normalize_remote_dir(&req.remote_dir)?;
     sandbox_sync_driver::plan::check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
     if mappings != targets.len() {
@@ -39,8 +39,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             )));
         }
         for m in &op.files {
-            confine(&root, &m.source_path, "source").map_err(from_core)?;
-            Excluder::new(&m.exclude).map_err(from_core)?;
+            confine(&root, &m.source_path, "source")?;
+            Excluder::new(&m.exclude)?;
         }
     }
     let limits = Limits {
@@ -53,7 +53,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     for op in &req.operations {
         let (mut files, mut bytes) = (0, 0);
         for m in &op.files {
-            let source = confine(&root, &m.source_path, "source").map_err(from_core)?;
+            let source = confine(&root, &m.source_path, "source")?;
             let name = format!("{}.tar", sandbox_sync_driver::scratch::fresh());
             let pack = match m.kind {
                 MappingKind::File => FallbackStep::PackFile {
@@ -201,9 +201,7 @@ impl Source for Chunked<'_> {
 impl ArchiveInput for Chunked<'_> {
     fn copy_to(&mut self, out: &OutputStream, mut len: u64) -> Result<(), SyncError> {
         while len > 0 {
-            let chunk = self
-                .take(usize::try_from(len).unwrap_or(usize::MAX))
-                .map_err(from_core)?;
+            let chunk = self.take(usize::try_from(len).unwrap_or(usize::MAX))?;
             let n = chunk.len() as u64;
             io::write_all(out, chunk)
                 .map_err(|e| SyncError::Io(format!("failed to write a host file: {e}")))?;

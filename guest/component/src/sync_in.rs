@@ -1,21 +1,24 @@
-//! Host -> sandbox: plan, one exec, headers from the guest, contents spliced host-side.
+//! Host -> sandbox: plan, one exec, headers from the guest, contents spliced
+//! host-side, then conclude from what the program reported.
 
+use sandbox_sync_core::outcome::{self, Operation};
+use sandbox_sync_core::plan::{file_source, mtime, plan_dir, tally, Planned, PlannedKind};
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, InboundScript, Status};
 use sandbox_sync_core::tar_write;
-use sandbox_sync_driver::plan::{command_cwd, file_source, mtime, plan_dir, Planned, PlannedKind};
+use sandbox_sync_driver::errors::exit;
+use sandbox_sync_driver::plan::{check_modes, command_cwd};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
-    self, ExecOptions, Execution, FileSend, SendError,
+    Execution, FileSend, SendError,
 };
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
-    CommandFailure, MappingKind, OperationResult, SyncError, SyncRequest,
+    MappingKind, OperationResult, SyncError, SyncRequest,
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, OutputStream};
-use sandbox_sync_driver::errors::{from_core, from_status};
-use sandbox_sync_driver::io::{self, StreamFail};
+use sandbox_sync_driver::io::{self, StreamError};
 
 /// Most bytes of status lines accepted from the inbound program.
 const MAX_STATUS_BYTES: u64 = 1 << 20;
@@ -25,8 +28,88 @@ const HEADER_BATCH: usize = 64 * 1024;
 const FILES_PER_CALL: usize = 1024;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
-    let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
-    sandbox_sync_driver::plan::check_modes(req)?;
+    let plan = plan(req, sources)?;
+    let started = sandbox_sync_driver::exec::start(
+        plan.program.len(),
+        req.limits.timeout_ms,
+        req.limits.max_stderr_bytes,
+    )?;
+    let (exec, stdin, stdout) = (started.exec, started.stdin, started.stdout);
+    let cleanup = |status| {
+        cleanup_if_killed(
+            status,
+            &plan.root,
+            &plan.scratch,
+            req.limits.max_stderr_bytes,
+        );
+    };
+
+    // A failure to feed stdin usually means the program stopped early; its
+    // exit status explains why, so keep it and decide after `finish`.
+    match send(&exec, &stdin, &plan, sources) {
+        sent @ (Ok(()) | Err(Sent::Stream(_))) => {
+            // Stdin stays open until the status: the sandbox never needs EOF.
+            let statuses = read_status(&stdout);
+            let status = exec.finish().map_err(SyncError::Transport)?;
+            drop(stdin);
+            cleanup(&status);
+            let stdin_failed = match &sent {
+                Err(Sent::Stream(e)) => Some(e.to_string()),
+                _ => None,
+            };
+            let ops: Vec<Operation<'_>> = req
+                .operations
+                .iter()
+                .map(|o| Operation {
+                    id: &o.operation_id,
+                    command_timeouts: o
+                        .post_upload_commands
+                        .iter()
+                        .map(|c| c.timeout_ms)
+                        .collect(),
+                })
+                .collect();
+            outcome::conclude_inbound(
+                &ops,
+                &statuses,
+                &exit(&status),
+                stdin_failed.as_deref(),
+                req.limits.timeout_ms,
+            )?;
+            Ok(plan.results)
+        }
+        Err(Sent::SourceChanged(e) | Sent::Fatal(e)) => {
+            // The program never sees its commit marker, so it cannot apply
+            // anything; stop it now (any transport) and sweep its scratch.
+            exec.abort();
+            drop(stdin);
+            drop(stdout);
+            if let Ok(status) = exec.finish() {
+                cleanup(&status);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Everything decided before the exec starts.
+struct Plan {
+    root: String,
+    scratch: String,
+    /// The program's text.
+    program: String,
+    /// Archive members in order, the commit token last.
+    members: Vec<Planned>,
+    /// Their bytes in the archive (without the end marker and padding).
+    members_len: u64,
+    /// What the call reports on success.
+    results: Vec<OperationResult>,
+}
+
+/// Plans the whole call, and validates every path, before the exec starts.
+fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
+    let root = normalize_remote_dir(&req.remote_dir)?;
+    check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
     if mappings != sources.len() {
         return Err(SyncError::InvalidRequest(format!(
@@ -34,45 +117,35 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             sources.len()
         )));
     }
-
-    // Plan everything (and validate every path) before the exec starts.
     let mut members: Vec<Planned> = Vec::new();
     let scratch = sandbox_sync_driver::scratch::fresh();
     let mut script = InboundScript::new(&root, req.limits.timeout_ms, &scratch);
     let mut results = Vec::with_capacity(req.operations.len());
     let mut k = 0;
     for (i, op) in req.operations.iter().enumerate() {
-        let mut files = 0u64;
-        let mut bytes = 0u64;
+        let (mut files, mut bytes) = (0u64, 0u64);
         for m in &op.files {
             let grant = sources[k];
-            let target = confine(&root, &m.target_path, "target").map_err(from_core)?;
-            script.preflight(&target).map_err(from_core)?;
-            let staged = match m.kind {
+            let target = confine(&root, &m.target_path, "target")?;
+            script.preflight(&target)?;
+            let (parent, base) = split_parent(&target);
+            match m.kind {
                 MappingKind::File => {
-                    let (base, meta) = file_source(grant, &m.source_path, &target, &root)?;
+                    let (path, meta) = file_source(grant, &m.source_path, &target, &root)?;
                     let name = format!("f{k}");
-                    let p = Planned {
-                        name: name.clone(),
+                    files += 1;
+                    bytes += meta.size;
+                    script.put_file(&name, parent, base, m.mode)?;
+                    members.push(Planned {
+                        name,
                         mode: meta.mode & 0o777,
                         mtime: mtime(&meta),
                         kind: PlannedKind::HostFile {
                             grant: k,
-                            path: base.to_owned(),
+                            path: path.to_owned(),
                             meta,
                         },
-                    };
-                    files += 1;
-                    bytes += match &p.kind {
-                        PlannedKind::HostFile { meta, .. } => meta.size,
-                        _ => 0,
-                    };
-                    members.push(p);
-                    let (parent, base) = split_parent(&target);
-                    script
-                        .put_file(&name, parent, base, m.mode)
-                        .map_err(from_core)?;
-                    name
+                    });
                 }
                 MappingKind::Directory => {
                     let name = format!("d{k}");
@@ -86,38 +159,28 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
                         m.follow_symlinks,
                         &mut members,
                     )?;
-                    for p in &members[before..] {
-                        bytes += p.member().archive_len();
-                        if !matches!(p.kind, PlannedKind::Dir) {
-                            files += 1;
-                        }
-                    }
+                    let (f, b) = tally(&members[before..]);
+                    files += f;
+                    bytes += b;
                     if target == root {
-                        script.put_root(&name, m.mode).map_err(from_core)?;
+                        script.put_root(&name, m.mode)?;
                     } else {
-                        let (parent, base) = split_parent(&target);
-                        script
-                            .put_dir(&name, parent, base, m.mode)
-                            .map_err(from_core)?;
+                        script.put_dir(&name, parent, base, m.mode)?;
                     }
-                    name
                 }
-            };
-            let _ = staged;
+            }
             k += 1;
         }
         for (j, c) in op.post_upload_commands.iter().enumerate() {
             let cwd = command_cwd(&root, c.cwd.as_deref(), &c.command)?;
             let name = format!("c{i}.{j}");
+            script.command(i, j, &name, &cwd, c.timeout_ms)?;
             members.push(Planned {
-                name: name.clone(),
+                name,
                 kind: PlannedKind::Inline(c.command.clone().into_bytes()),
                 mode: 0o600,
                 mtime: 0,
             });
-            script
-                .command(i, j, &name, &cwd, c.timeout_ms)
-                .map_err(from_core)?;
         }
         script.op_done(i);
         results.push(OperationResult {
@@ -140,78 +203,43 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
         members_len = members.iter().map(|p| p.member().archive_len()).sum();
         archive_len = tar_write::archive_len(members_len);
     }
-    let text = script.finish(archive_len, &token).map_err(from_core)?;
-
-    let exec = sandbox_exec::start(
-        &script::argv(text.len()),
-        ExecOptions {
-            timeout_ms: req.limits.timeout_ms,
-            max_stderr_bytes: req.limits.max_stderr_bytes,
-        },
-    )
-    .map_err(|e| SyncError::Transport(format!("failed to start the sandbox exec: {e}")))?;
-    let stdin = exec.stdin().map_err(SyncError::Transport)?;
-    let stdout = exec.stdout().map_err(SyncError::Transport)?;
-
-    // A failure to feed stdin usually means the script stopped early; its
-    // exit status explains why, so keep it and decide after `finish`.
-    let sent = send(
-        &exec,
-        &stdin,
-        text.as_bytes(),
-        &members,
+    let program = script.finish(archive_len, &token)?;
+    Ok(Plan {
+        root,
+        scratch,
+        program,
+        members,
         members_len,
-        sources,
-    );
-    match sent {
-        Err(Sent::Stream(_)) | Ok(()) => {
-            // Stdin stays open until the status: the sandbox never needs EOF.
-            let status_lines = read_status(&stdout);
-            let status = exec.finish().map_err(SyncError::Transport)?;
-            drop(stdin);
-            cleanup_if_killed(&status, &root, &scratch, req.limits.max_stderr_bytes);
-            conclude(req, results, status_lines, &status, sent.err())
-        }
-        Err(Sent::SourceChanged(e) | Sent::Fatal(e)) => {
-            // The program never sees its commit marker, so it cannot apply
-            // anything; stop it now (any transport) and sweep its scratch.
-            exec.abort();
-            drop(stdin);
-            drop(stdout);
-            if let Ok(status) = exec.finish() {
-                cleanup_if_killed(&status, &root, &scratch, req.limits.max_stderr_bytes);
-            }
-            Err(e)
-        }
-    }
+        results,
+    })
 }
 
 enum Sent {
     /// Stdin failed; the exec status will say why.
-    Stream(StreamFail),
+    Stream(StreamError),
     /// A host source changed while it was being sent.
     SourceChanged(SyncError),
     /// A host-side failure unrelated to the sandbox.
     Fatal(SyncError),
 }
 
+/// Writes the program, then the archive: headers from guest memory, file
+/// contents handed to the host in batches.
 fn send(
     exec: &Execution,
     stdin: &OutputStream,
-    script: &[u8],
-    members: &[Planned],
-    members_len: u64,
+    plan: &Plan,
     sources: &[&GrantedDir],
 ) -> Result<(), Sent> {
-    io::write_all(stdin, script).map_err(Sent::Stream)?;
+    io::write_all(stdin, plan.program.as_bytes()).map_err(Sent::Stream)?;
     // Bytes not yet handed over: they become the prefix of the next host
     // file, or are written after the last one.
     let mut buf: Vec<u8> = Vec::with_capacity(HEADER_BATCH + 1024);
     let mut batch = FileBatch::default();
-    for p in members {
+    for p in &plan.members {
         p.member()
             .write_header(&mut buf)
-            .map_err(|e| Sent::Fatal(from_core(e)))?;
+            .map_err(|e| Sent::Fatal(e.into()))?;
         match &p.kind {
             PlannedKind::HostFile { grant, path, meta } => {
                 if batch.grant != Some(*grant) || batch.files.len() >= FILES_PER_CALL {
@@ -241,15 +269,15 @@ fn send(
         }
     }
     batch.send(exec, sources)?;
-    if !members.is_empty() {
-        tar_write::write_end(&mut buf, members_len);
+    if !plan.members.is_empty() {
+        tar_write::write_end(&mut buf, plan.members_len);
     }
     io::write_all(stdin, &buf).map_err(Sent::Stream)?;
     io::flush(stdin).map_err(Sent::Stream)
 }
 
 /// Consecutive host files from one grant, sent by the host in one call
-/// (which re-checks each file's size and mtime after sending it).
+/// (which re-checks each file's identity, size and mtime after sending it).
 #[derive(Default)]
 struct FileBatch {
     grant: Option<usize>,
@@ -269,7 +297,7 @@ impl FileBatch {
             .map_err(|e| match e {
                 SendError::SourceChanged(m) => Sent::SourceChanged(SyncError::SourceChanged(m)),
                 SendError::ReadFailed(m) => Sent::Fatal(SyncError::Io(m)),
-                SendError::StdinFailed(m) => Sent::Stream(StreamFail::Failed(m)),
+                SendError::StdinFailed(m) => Sent::Stream(StreamError::Failed(m)),
             })
     }
 }
@@ -287,74 +315,4 @@ fn read_status(stdout: &InputStream) -> Vec<Status> {
         .lines()
         .filter_map(script::parse_status)
         .collect()
-}
-
-fn conclude(
-    req: &SyncRequest,
-    results: Vec<OperationResult>,
-    statuses: Vec<Status>,
-    status: &sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::ExecStatus,
-    stream: Option<Sent>,
-) -> Result<Vec<OperationResult>, SyncError> {
-    // Operations complete strictly in order, so the count names the failing one.
-    let done = statuses
-        .iter()
-        .filter(|s| matches!(s, Status::OpDone(_)))
-        .count();
-    let failing = req
-        .operations
-        .get(done)
-        .map(|o| o.operation_id.as_str())
-        .unwrap_or("(none)");
-    if status.exit_code == Some(0) && !status.timed_out && !status.stderr_truncated {
-        if done != req.operations.len() {
-            return Err(SyncError::Transport(format!(
-                "the sandbox exited 0 but reported {done} of {} operations complete",
-                req.operations.len()
-            )));
-        }
-        if let Some(Sent::Stream(e)) = stream {
-            return Err(SyncError::Transport(format!(
-                "the sandbox stopped reading its input: {e}"
-            )));
-        }
-        return Ok(results);
-    }
-    let code = status.exit_code;
-    if code == Some(script::exit::COMMAND) || code == Some(script::exit::COMMAND_TIMEOUT) {
-        if let Some(Status::CommandFailed {
-            op,
-            cmd,
-            code,
-            timed_out,
-        }) = statuses
-            .iter()
-            .find(|s| matches!(s, Status::CommandFailed { .. }))
-            .cloned()
-        {
-            let op_id = req
-                .operations
-                .get(op)
-                .map(|o| o.operation_id.clone())
-                .unwrap_or_default();
-            let what = if timed_out {
-                let ms = req
-                    .operations
-                    .get(op)
-                    .and_then(|o| o.post_upload_commands.get(cmd))
-                    .and_then(|c| c.timeout_ms);
-                format!("post-upload command timed out after {} ms", ms.unwrap_or(0))
-            } else {
-                format!("post-upload command failed (exit {code})")
-            };
-            return Err(SyncError::CommandFailed(CommandFailure {
-                operation_id: op_id.clone(),
-                exit_code: if timed_out { None } else { Some(code) },
-                timed_out,
-                message: format!("operation {op_id}: {what} (command {cmd})"),
-                stderr: sandbox_sync_driver::errors::stderr_tail(status),
-            }));
-        }
-    }
-    Err(from_status(status, failing, req.limits.timeout_ms))
 }

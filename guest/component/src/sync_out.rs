@@ -8,17 +8,16 @@ use sandbox_sync_core::tar_read::{Limits, Source};
 use sandbox_sync_core::tar_write::BLOCK;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
-use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{self, ExecOptions};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     FileMapping, MappingKind, OperationResult, SyncError, SyncRequest,
 };
-use sandbox_sync_driver::errors::{from_core, from_status};
+use sandbox_sync_driver::errors::{exit, from_status};
 use sandbox_sync_driver::extract::{receive_dir, receive_file};
 use sandbox_sync_driver::io::{self, GuardedInput};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
-    let root = normalize_remote_dir(&req.remote_dir).map_err(from_core)?;
+    let root = normalize_remote_dir(&req.remote_dir)?;
     sandbox_sync_driver::plan::check_modes(req)?;
     let mappings: Vec<(usize, usize, &FileMapping)> = req
         .operations
@@ -43,33 +42,27 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             )));
         }
         for (j, m) in op.files.iter().enumerate() {
-            let source = confine(&root, &m.source_path, "source").map_err(from_core)?;
+            let source = confine(&root, &m.source_path, "source")?;
             match m.kind {
                 MappingKind::File => script.file(i, j, &source),
                 MappingKind::Directory => script.dir(i, j, &source, m.follow_symlinks, &m.exclude),
-            }
-            .map_err(from_core)?;
+            }?;
             if m.kind == MappingKind::Directory {
-                Excluder::new(&m.exclude).map_err(from_core)?;
+                Excluder::new(&m.exclude)?;
             }
         }
         script.op_done(i);
     }
-    let text = script.finish().map_err(from_core)?;
+    let text = script.finish()?;
 
-    let exec = sandbox_exec::start(
-        &script::argv(text.len()),
-        ExecOptions {
-            timeout_ms: req.limits.timeout_ms,
-            max_stderr_bytes: req.limits.max_stderr_bytes,
-        },
-    )
-    .map_err(|e| SyncError::Transport(format!("failed to start the sandbox exec: {e}")))?;
-    let stdin = exec.stdin().map_err(SyncError::Transport)?;
-    let stdout = exec.stdout().map_err(SyncError::Transport)?;
+    let started = sandbox_sync_driver::exec::start(
+        text.len(),
+        req.limits.timeout_ms,
+        req.limits.max_stderr_bytes,
+    )?;
+    let (exec, stdin) = (started.exec, started.stdin);
     let fed = io::write_all(&stdin, text.as_bytes()).and_then(|()| io::flush(&stdin));
-
-    let mut input = GuardedInput::new(stdout, req.limits.max_output_bytes);
+    let mut input = GuardedInput::new(started.stdout, req.limits.max_output_bytes);
     let mut current = 0usize;
     let outcome = match fed {
         Ok(()) => receive(req, targets, &mappings, &mut input, &mut current),
@@ -77,54 +70,45 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             "failed to send the sync script: {e}"
         ))),
     };
+    let cut = input.was_cut();
+    if outcome.is_err() {
+        // Closing our end of stdout makes the sandbox's writer fail, so its
+        // script exits through its cleanup trap instead of being killed.
+        drop(input.into_inner());
+    }
+    let status = exec.finish();
+    drop(stdin);
+    if let Ok(status) = &status {
+        cleanup_if_killed(status, &root, &scratch, req.limits.max_stderr_bytes);
+    }
+    let op = |i: usize| {
+        req.operations
+            .get(i)
+            .map(|o| o.operation_id.as_str())
+            .unwrap_or("(none)")
+    };
     match outcome {
         Ok(results) => {
-            let status = exec.finish().map_err(SyncError::Transport)?;
-            drop(stdin);
-            cleanup_if_killed(&status, &root, &scratch, req.limits.max_stderr_bytes);
-            let op = req
-                .operations
-                .last()
-                .map(|o| o.operation_id.as_str())
-                .unwrap_or("(none)");
-            if status.exit_code != Some(0) || status.timed_out || status.stderr_truncated {
-                return Err(from_status(&status, op, req.limits.timeout_ms));
+            let status = status.map_err(SyncError::Transport)?;
+            if !exit(&status).succeeded() {
+                let last = req.operations.len().saturating_sub(1);
+                return Err(from_status(&status, op(last), req.limits.timeout_ms));
             }
             Ok(results)
         }
-        Err(err) => {
-            // Closing our end of stdout makes the sandbox's writer fail, so its
-            // script exits through its cleanup trap instead of being killed.
-            drop(input.into_inner());
-            let status = exec.finish();
-            drop(stdin);
-            if let Ok(status) = &status {
-                cleanup_if_killed(status, &root, &scratch, req.limits.max_stderr_bytes);
+        // A cut stream is explained better by why it was cut: a script
+        // that failed first, or an exec channel that broke.
+        Err(err) if !cut => Err(err),
+        Err(err) => match status {
+            Ok(s) if s.exit_code != Some(0) => {
+                Err(from_status(&s, op(current), req.limits.timeout_ms))
             }
-            let op = req
-                .operations
-                .get(current)
-                .map(|o| o.operation_id.as_str())
-                .unwrap_or("(none)");
-            // A cut stream is explained better by why it was cut: a script
-            // that failed first, or an exec channel that broke.
-            if let SyncError::UnsafeArchive(m) = &err {
-                if m.contains("truncated") {
-                    match &status {
-                        Ok(status) if status.exit_code != Some(0) => {
-                            return Err(from_status(status, op, req.limits.timeout_ms))
-                        }
-                        Err(transport) => {
-                            return Err(SyncError::Transport(format!(
-                                "operation {op}: the exec channel broke mid-stream: {transport}"
-                            )))
-                        }
-                        Ok(_) => {}
-                    }
-                }
-            }
-            Err(err)
-        }
+            Err(transport) => Err(SyncError::Transport(format!(
+                "operation {}: the exec channel broke mid-stream: {transport}",
+                op(current)
+            ))),
+            Ok(_) => Err(err),
+        },
     }
 }
 
@@ -167,7 +151,7 @@ fn receive(
         expect_marker(input, &Marker::OpDone(i))?;
     }
     expect_marker(input, &Marker::End)?;
-    if !input.at_end().map_err(from_core)? {
+    if !input.at_end()? {
         return Err(SyncError::UnsafeArchive(
             "the sandbox wrote data after the end marker".into(),
         ));
@@ -179,7 +163,7 @@ fn receive(
 fn expect_marker(input: &mut GuardedInput, want: &Marker) -> Result<(), SyncError> {
     let mut block = [0u8; BLOCK as usize];
     loop {
-        input.read_exact(&mut block).map_err(from_core)?;
+        input.read_exact(&mut block)?;
         if block.iter().any(|&b| b != 0) {
             break;
         }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// Which class of failure a [`SyncError`] is.
+/// Which class of failure a [`Error`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
     /// The request itself is malformed.
@@ -48,19 +48,43 @@ impl fmt::Display for ErrorKind {
 /// A typed failure with a human-readable message.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{kind}: {message}")]
-pub struct SyncError {
+pub struct Error {
     /// The failure class.
     pub kind: ErrorKind,
     /// What happened, naming the path or operation involved.
     pub message: String,
+    /// For [`ErrorKind::CommandFailed`]: what the command reported.
+    pub command: Option<Box<CommandFailure>>,
 }
 
-impl SyncError {
+/// What a failed post-upload command (or in-sandbox step) reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandFailure {
+    /// The operation it belongs to.
+    pub operation_id: String,
+    /// Its exit status, if it exited.
+    pub exit_code: Option<i32>,
+    /// It was stopped by its timeout.
+    pub timed_out: bool,
+    /// The tail of the sandbox's stderr.
+    pub stderr: String,
+}
+
+impl Error {
     /// Builds an error of `kind`.
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        SyncError {
+        Error {
             kind,
             message: message.into(),
+            command: None,
+        }
+    }
+    /// An [`ErrorKind::CommandFailed`] with what the command reported.
+    pub fn command(message: impl Into<String>, failure: CommandFailure) -> Self {
+        Error {
+            kind: ErrorKind::CommandFailed,
+            message: message.into(),
+            command: Some(Box::new(failure)),
         }
     }
     /// An [`ErrorKind::InvalidRequest`].

@@ -43,7 +43,7 @@
 //! The orchestrator always adds `._*` (macOS AppleDouble files), so native
 //! and fallback agree.
 
-use crate::SyncError;
+use crate::Error;
 
 /// Patterns every directory mapping excludes, as the orchestrator's tar does.
 pub const DEFAULT_EXCLUDES: &[&str] = &["._*"];
@@ -76,7 +76,7 @@ impl Excluder {
     /// # Errors
     /// [`crate::ErrorKind::InvalidRequest`] for a pattern containing NUL,
     /// which cannot be passed to tar at all.
-    pub fn new(user: &[String]) -> Result<Self, SyncError> {
+    pub fn new(user: &[String]) -> Result<Self, Error> {
         let mut patterns = Vec::with_capacity(DEFAULT_EXCLUDES.len() + user.len());
         for p in DEFAULT_EXCLUDES
             .iter()
@@ -84,7 +84,7 @@ impl Excluder {
             .chain(user.iter().map(String::as_str))
         {
             if p.contains('\0') {
-                return Err(SyncError::invalid(format!(
+                return Err(Error::invalid(format!(
                     "exclude pattern {p:?} contains a NUL character"
                 )));
             }

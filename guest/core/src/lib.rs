@@ -9,6 +9,8 @@
 //! - [`quote`]: POSIX single-quoting for script text.
 //! - [`exclude`]: `tar --exclude` glob semantics.
 //! - [`mode`]: the permission bits a mapping may request.
+//! - [`plan`]: what a sync-in sends, walked over a [`plan::HostDir`].
+//! - [`outcome`]: what a finished sandbox program's exit and status lines mean.
 //! - [`tar_write`]: tar headers for the inbound archive (contents are spliced host-side).
 //! - [`tar_read`]: a strict, bounded parser for sandbox-written tar streams.
 //! - [`tree`]: whole-archive policy (duplicates, links, writes through links).
@@ -19,6 +21,8 @@
 pub mod error;
 pub mod exclude;
 pub mod mode;
+pub mod outcome;
+pub mod plan;
 pub mod quote;
 pub mod sandbox_path;
 pub mod script;
@@ -27,7 +31,10 @@ pub mod tar_write;
 pub mod token;
 pub mod tree;
 
-pub use error::{ErrorKind, SyncError};
+pub use error::{CommandFailure, Error, ErrorKind};
+
+/// Version of the WIT package (`wit/provider.wit`) this code speaks.
+pub const WIT_VERSION: &str = "0.2.0";
 
 /// Prefix of every scratch name; the orchestrator's wipe step preserves it.
 pub const SCRATCH_PREFIX: &str = ".paperclip-upload";

@@ -6,7 +6,7 @@
 //! moves, in both directions and by every provider, rather than stripped
 //! (which would be a silent partial success).
 
-use crate::SyncError;
+use crate::Error;
 
 /// The bits a mapping's `mode` may carry.
 pub const PERMISSION_BITS: u32 = 0o777;
@@ -16,9 +16,9 @@ pub const PERMISSION_BITS: u32 = 0o777;
 /// # Errors
 /// [`crate::ErrorKind::InvalidRequest`] for any bit outside
 /// [`PERMISSION_BITS`], naming `target`.
-pub fn check(mode: Option<u32>, target: &str) -> Result<(), SyncError> {
+pub fn check(mode: Option<u32>, target: &str) -> Result<(), Error> {
     match mode {
-        Some(m) if m & !PERMISSION_BITS != 0 => Err(SyncError::invalid(format!(
+        Some(m) if m & !PERMISSION_BITS != 0 => Err(Error::invalid(format!(
             "mode {m:#o} for {target} has set-id, sticky or unknown bits; \
              only permission bits ({PERMISSION_BITS:#o}) may be requested"
         ))),

@@ -4,17 +4,15 @@
 //! [`sh_quote`]: wrap in `'…'` and spell each `'` as `'\''` (the kubectl 2026
 //! fix). NUL cannot be represented in a shell word, so it is refused.
 
-use crate::SyncError;
+use crate::Error;
 
 /// Quotes `s` as one literal POSIX `sh` word.
 ///
 /// # Errors
 /// [`crate::ErrorKind::InvalidRequest`] when `s` contains a NUL byte.
-pub fn sh_quote(s: &str) -> Result<String, SyncError> {
+pub fn sh_quote(s: &str) -> Result<String, Error> {
     if s.contains('\0') {
-        return Err(SyncError::invalid(format!(
-            "string contains a NUL byte: {s:?}"
-        )));
+        return Err(Error::invalid(format!("string contains a NUL byte: {s:?}")));
     }
     let mut out = String::with_capacity(s.len() + 2);
     out.push('\'');

@@ -5,20 +5,20 @@
 //! with `realpath` and `/proc/self/fd` pins (layer two, see [`crate::script`]);
 //! the host writes only through capability handles (layer three).
 
-use crate::{SyncError, SCRATCH_PREFIX};
+use crate::{Error, SCRATCH_PREFIX};
 
 /// Normalizes the remote dir: absolute, no `..`, no NUL, not `/` itself.
 ///
 /// # Errors
 /// [`crate::ErrorKind::InvalidRequest`] for a relative, traversing or root
 /// path, or one with control characters.
-pub fn normalize_remote_dir(dir: &str) -> Result<String, SyncError> {
+pub fn normalize_remote_dir(dir: &str) -> Result<String, Error> {
     refuse_control("remote dir", dir)?;
     let norm = normalize_absolute(dir).ok_or_else(|| {
-        SyncError::invalid(format!("remote dir {dir:?} is not a clean absolute path"))
+        Error::invalid(format!("remote dir {dir:?} is not a clean absolute path"))
     })?;
     if norm == "/" {
-        return Err(SyncError::invalid(
+        return Err(Error::invalid(
             "remote dir must not be / (nothing would confine the sync)",
         ));
     }
@@ -35,17 +35,17 @@ pub fn normalize_remote_dir(dir: &str) -> Result<String, SyncError> {
 /// [`crate::ErrorKind::InvalidRequest`] when the path holds a control
 /// character; [`crate::ErrorKind::Confinement`] when it is relative, contains
 /// `..`, lies outside `root`, or uses a reserved scratch name.
-pub fn confine(root: &str, path: &str, label: &str) -> Result<String, SyncError> {
+pub fn confine(root: &str, path: &str, label: &str) -> Result<String, Error> {
     refuse_control(label, path)?;
     let norm = normalize_absolute(path).ok_or_else(|| {
-        SyncError::confinement(format!("{label} {path:?} is not a confined absolute path"))
+        Error::confinement(format!("{label} {path:?} is not a confined absolute path"))
     })?;
     let inside = norm == root
         || (norm.len() > root.len()
             && norm.starts_with(root)
             && norm.as_bytes()[root.len()] == b'/');
     if !inside {
-        return Err(SyncError::confinement(format!(
+        return Err(Error::confinement(format!(
             "{label} {path} escapes the remote dir {root}"
         )));
     }
@@ -53,7 +53,7 @@ pub fn confine(root: &str, path: &str, label: &str) -> Result<String, SyncError>
         .split('/')
         .any(|c| c.starts_with(SCRATCH_PREFIX))
     {
-        return Err(SyncError::confinement(format!(
+        return Err(Error::confinement(format!(
             "{label} {path} uses the reserved scratch name {SCRATCH_PREFIX}*"
         )));
     }
@@ -68,10 +68,10 @@ pub fn confine(root: &str, path: &str, label: &str) -> Result<String, SyncError>
 ///
 /// # Errors
 /// [`crate::ErrorKind::InvalidRequest`] naming the first such character.
-pub fn refuse_control(label: &str, path: &str) -> Result<(), SyncError> {
+pub fn refuse_control(label: &str, path: &str) -> Result<(), Error> {
     match path.chars().find(|c| c.is_control()) {
         None => Ok(()),
-        Some(c) => Err(SyncError::invalid(format!(
+        Some(c) => Err(Error::invalid(format!(
             "{label} {path:?} contains the control character {:?}",
             c
         ))),

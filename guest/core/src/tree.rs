@@ -32,7 +32,7 @@ use std::rc::Rc;
 use hashbrown::{Equivalent, HashMap};
 
 use crate::tar_read::{Entry, EntryKind};
-use crate::{SyncError, SCRATCH_PREFIX};
+use crate::{Error, SCRATCH_PREFIX};
 
 /// Index of a node in the tree; the root is [`ROOT`].
 pub type NodeId = u32;
@@ -126,13 +126,13 @@ impl TreePolicy {
     /// file, a reserved scratch name, or a symlink target that is not
     /// normalized or climbs out of the tree;
     /// [`crate::ErrorKind::LimitExceeded`] past `max_entries` nodes.
-    pub fn admit(&mut self, e: &Entry) -> Result<Admitted, SyncError> {
+    pub fn admit(&mut self, e: &Entry) -> Result<Admitted, Error> {
         let comps: Vec<&str> = e.path.split('/').collect();
         let Some((leaf, parents)) = comps.split_last() else {
-            return Err(SyncError::unsafe_archive("empty member name"));
+            return Err(Error::unsafe_archive("empty member name"));
         };
         if let Some(c) = comps.iter().find(|c| c.starts_with(SCRATCH_PREFIX)) {
-            return Err(SyncError::unsafe_archive(format!(
+            return Err(Error::unsafe_archive(format!(
                 "member {:?} uses the reserved scratch name {c:?}",
                 e.path
             )));
@@ -144,14 +144,14 @@ impl TreePolicy {
                 Some(id) => match &self.nodes[id as usize].kind {
                     Kind::Dir { .. } => id,
                     Kind::Symlink(_) => {
-                        return Err(SyncError::unsafe_archive(format!(
+                        return Err(Error::unsafe_archive(format!(
                             "member {:?} is written through the symlink {:?}",
                             e.path,
                             comps[..=i].join("/")
                         )))
                     }
                     Kind::File => {
-                        return Err(SyncError::unsafe_archive(format!(
+                        return Err(Error::unsafe_archive(format!(
                             "member {:?} is under the non-directory {:?}",
                             e.path,
                             comps[..=i].join("/")
@@ -174,7 +174,7 @@ impl TreePolicy {
             EntryKind::HardLink(t) => match self.lookup(t) {
                 Some(id) if self.nodes[id as usize].kind == Kind::File => Kind::File,
                 _ => {
-                    return Err(SyncError::unsafe_archive(format!(
+                    return Err(Error::unsafe_archive(format!(
                         "hard link {:?} -> {t:?} does not point to an earlier regular file",
                         e.path
                     )))
@@ -190,7 +190,7 @@ impl TreePolicy {
                     (id, true)
                 }
                 _ => {
-                    return Err(SyncError::unsafe_archive(format!(
+                    return Err(Error::unsafe_archive(format!(
                         "member {:?} appears twice (a later copy would replace the first)",
                         e.path
                     )))
@@ -271,15 +271,15 @@ impl TreePolicy {
         path.split('/').try_fold(ROOT, |at, c| self.child(at, c))
     }
 
-    fn insert(&mut self, parent: NodeId, name: &str, kind: Kind) -> Result<NodeId, SyncError> {
+    fn insert(&mut self, parent: NodeId, name: &str, kind: Kind) -> Result<NodeId, Error> {
         if self.len() as u64 >= self.max_entries {
-            return Err(SyncError::limit(format!(
+            return Err(Error::limit(format!(
                 "archive has more than {} entries (counting the parent directories members imply)",
                 self.max_entries
             )));
         }
         let id = NodeId::try_from(self.nodes.len())
-            .map_err(|_| SyncError::limit("archive has too many entries"))?;
+            .map_err(|_| Error::limit("archive has too many entries"))?;
         let name: Rc<str> = Rc::from(name);
         let depth = self.nodes[parent as usize].depth + 1;
         self.index.insert(
@@ -302,14 +302,14 @@ impl TreePolicy {
 /// Holds a symlink target to the normalized form (see the module docs):
 /// relative, `..` only leading, and no deeper than the link's own directory
 /// (`depth` components below the tree's root).
-fn check_target(link: &str, depth: usize, target: &str) -> Result<(), SyncError> {
+fn check_target(link: &str, depth: usize, target: &str) -> Result<(), Error> {
     let mut ups = 0;
     let mut descended = false;
     for c in target.split('/') {
         match c {
             "" | "." => {}
             ".." if descended => {
-                return Err(SyncError::unsafe_archive(format!(
+                return Err(Error::unsafe_archive(format!(
                     "symlink {link:?} -> {target:?} climbs with .. after a name \
                      (only leading .. components are accepted)"
                 )))
@@ -319,7 +319,7 @@ fn check_target(link: &str, depth: usize, target: &str) -> Result<(), SyncError>
         }
     }
     if target.starts_with('/') || ups > depth {
-        return Err(SyncError::unsafe_archive(format!(
+        return Err(Error::unsafe_archive(format!(
             "symlink {link:?} -> {target:?} resolves outside the target directory"
         )));
     }
@@ -342,7 +342,7 @@ mod tests {
     fn sym(path: &str, t: &str) -> Entry {
         e(path, EntryKind::Symlink(t.into()))
     }
-    fn run(entries: &[Entry]) -> Result<TreePolicy, SyncError> {
+    fn run(entries: &[Entry]) -> Result<TreePolicy, Error> {
         let mut t = TreePolicy::new(1_000_000);
         for x in entries {
             t.admit(x)?;
@@ -498,17 +498,18 @@ mod tests {
     }
 
     #[test]
-    fn long_chains_cost_their_length_only() {
+    fn long_targets_are_checked_locally() {
         // Thousands of links with long climbing-then-descending targets, the
-        // shape that made resolution quadratic: each is checked locally.
+        // shape that made resolution quadratic: each is checked on its own
+        // (the end-to-end deadline test measures the time).
         let mut entries = vec![e("d", EntryKind::Dir)];
         let t = format!("{}x", "a/".repeat(1000));
         for i in 0..5000 {
             entries.push(sym(&format!("d/l{i}"), &format!("../{t}")));
         }
-        let start = std::time::Instant::now();
-        run(&entries).unwrap();
-        assert!(start.elapsed() < std::time::Duration::from_secs(2));
+        assert_eq!(run(&entries).unwrap().non_directories(), 5000);
+        entries.push(sym("d/up", &format!("../../{t}")));
+        assert!(run(&entries).is_err());
     }
 
     #[test]

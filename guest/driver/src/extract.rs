@@ -5,12 +5,12 @@ use sandbox_sync_core::sandbox_path::split_parent;
 use sandbox_sync_core::tar_read::{Entry, EntryKind as TarKind, Limits, Parser, Source};
 use sandbox_sync_core::tar_write::padding;
 use sandbox_sync_core::tree::TreePolicy;
-use sandbox_sync_core::SyncError as CoreError;
+use sandbox_sync_core::Error as CoreError;
 
 use crate::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use crate::bindings::sandbox_sync::provider::types::{FileMapping, SyncError};
 use crate::bindings::wasi::io::streams::OutputStream;
-use crate::errors::{from_core, fs};
+use crate::errors::fs;
 use crate::io::{self, GuardedInput};
 
 /// Directory mode while a tree is being filled (final modes come last).
@@ -42,8 +42,12 @@ impl ArchiveInput for GuardedInput {
     }
 }
 
+/// Skips a member's contents (an excluded member's, say).
+///
+/// # Errors
+/// Truncation or the output guard.
 pub fn consume_data<I: ArchiveInput>(input: &mut I, e: &Entry) -> Result<(), SyncError> {
-    input.skip(e.data_len()).map_err(from_core)
+    input.skip(e.data_len()).map_err(Into::into)
 }
 
 /// A file mapping: exactly one regular member, staged beside the target.
@@ -55,12 +59,9 @@ pub fn receive_file<I: ArchiveInput>(
     limits: Limits,
 ) -> Result<(u64, Option<u64>), SyncError> {
     let mut parser = Parser::new(limits);
-    let entry = parser
-        .next_entry(input)
-        .map_err(from_core)?
-        .ok_or_else(|| {
-            SyncError::UnsafeArchive(format!("no file arrived for {}", m.source_path))
-        })?;
+    let entry = parser.next_entry(input)?.ok_or_else(|| {
+        SyncError::UnsafeArchive(format!("no file arrived for {}", m.source_path))
+    })?;
     if entry.kind != TarKind::File || entry.path != "f" {
         return Err(SyncError::UnsafeArchive(format!(
             "expected the snapshot of {} as member \"f\", got {:?}",
@@ -78,8 +79,8 @@ pub fn receive_file<I: ArchiveInput>(
         io::flush(&out)
             .map_err(|e| SyncError::Io(format!("failed to write {}: {e}", m.target_path)))?;
         drop(out);
-        input.skip(padding(entry.size)).map_err(from_core)?;
-        if parser.next_entry(input).map_err(from_core)?.is_some() {
+        input.skip(padding(entry.size))?;
+        if parser.next_entry(input)?.is_some() {
             return Err(SyncError::UnsafeArchive(format!(
                 "more than one member arrived for {}",
                 m.source_path
@@ -112,7 +113,7 @@ pub fn receive_dir<I: ArchiveInput>(
     m: &FileMapping,
     limits: Limits,
 ) -> Result<(u64, Option<u64>), SyncError> {
-    let excluder = Excluder::new(&m.exclude).map_err(from_core)?;
+    let excluder = Excluder::new(&m.exclude)?;
     let staging = crate::scratch::fresh();
     grant
         .mkdir(&staging, BUILD_DIR_MODE)
@@ -156,12 +157,12 @@ pub fn extract<I: ArchiveInput>(
     let mut parser = Parser::new(limits);
     let mut tree = TreePolicy::new(limits.max_entries);
     let at = |p: &str| format!("{staging}/{p}");
-    while let Some(e) = parser.next_entry(input).map_err(from_core)? {
+    while let Some(e) = parser.next_entry(input)? {
         if excluder.excludes(&e.path) {
             consume_data(input, &e)?;
             continue;
         }
-        let admitted = tree.admit(&e).map_err(from_core)?;
+        let admitted = tree.admit(&e)?;
         // Parent directories this member implies, shallowest first.
         let ends: Vec<usize> = e.path.match_indices('/').map(|(i, _)| i).collect();
         for &end in &ends[admitted.first_new_parent..] {
@@ -180,7 +181,7 @@ pub fn extract<I: ArchiveInput>(
                     SyncError::Io(format!("failed to write {}: {err}", join(target, &e.path)))
                 })?;
                 drop(out);
-                input.skip(padding(e.size)).map_err(from_core)?;
+                input.skip(padding(e.size))?;
                 grant
                     .set_mtime(&at(&e.path), e.mtime, 0)
                     .map_err(|err| fs("set the time of", &join(target, &e.path), err))?;

@@ -1,39 +1,41 @@
 //! Blocking helpers over `wasi:io/streams`.
 
 use sandbox_sync_core::tar_read::Source;
-use sandbox_sync_core::SyncError as CoreError;
+use sandbox_sync_core::Error as CoreError;
 
-use crate::bindings::wasi::io::streams::{InputStream, OutputStream, StreamError};
+use crate::bindings::wasi::io::streams::{
+    InputStream, OutputStream, StreamError as WasiStreamError,
+};
 
 /// Why a stream operation stopped.
 #[derive(Debug)]
-pub enum StreamFail {
+pub enum StreamError {
     /// The other end is gone.
     Closed,
     /// The host reported an error.
     Failed(String),
 }
 
-impl From<StreamError> for StreamFail {
-    fn from(e: StreamError) -> Self {
+impl From<WasiStreamError> for StreamError {
+    fn from(e: WasiStreamError) -> Self {
         match e {
-            StreamError::Closed => StreamFail::Closed,
-            StreamError::LastOperationFailed(err) => StreamFail::Failed(err.to_debug_string()),
+            WasiStreamError::Closed => StreamError::Closed,
+            WasiStreamError::LastOperationFailed(err) => StreamError::Failed(err.to_debug_string()),
         }
     }
 }
 
-impl std::fmt::Display for StreamFail {
+impl std::fmt::Display for StreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            StreamFail::Closed => f.write_str("stream closed"),
-            StreamFail::Failed(m) => f.write_str(m),
+            StreamError::Closed => f.write_str("stream closed"),
+            StreamError::Failed(m) => f.write_str(m),
         }
     }
 }
 
 /// Writes all of `bytes`, waiting for the stream's budget as needed.
-pub fn write_all(out: &OutputStream, mut bytes: &[u8]) -> Result<(), StreamFail> {
+pub fn write_all(out: &OutputStream, mut bytes: &[u8]) -> Result<(), StreamError> {
     while !bytes.is_empty() {
         let permit = out.check_write()?;
         if permit == 0 {
@@ -50,7 +52,7 @@ pub fn write_all(out: &OutputStream, mut bytes: &[u8]) -> Result<(), StreamFail>
 }
 
 /// Flushes `out` and waits until the host has written everything.
-pub fn flush(out: &OutputStream) -> Result<(), StreamFail> {
+pub fn flush(out: &OutputStream) -> Result<(), StreamError> {
     out.blocking_flush()?;
     Ok(())
 }
@@ -60,7 +62,7 @@ pub fn flush(out: &OutputStream) -> Result<(), StreamFail> {
 ///
 /// Uses the non-blocking `splice`: `blocking-splice` flushes after every
 /// chunk, which would turn each small file into its own pipe write.
-pub fn splice(out: &OutputStream, src: &InputStream, len: u64) -> Result<u64, StreamFail> {
+pub fn splice(out: &OutputStream, src: &InputStream, len: u64) -> Result<u64, StreamError> {
     let mut moved = 0;
     while moved < len {
         match out.splice(src, len - moved) {
@@ -75,7 +77,7 @@ pub fn splice(out: &OutputStream, src: &InputStream, len: u64) -> Result<u64, St
             Ok(n) => moved += n,
             // `closed` names no side: a closed `out` is the caller's
             // failure, a closed `src` is a short source.
-            Err(StreamError::Closed) => {
+            Err(WasiStreamError::Closed) => {
                 out.check_write()?;
                 break;
             }
@@ -87,10 +89,10 @@ pub fn splice(out: &OutputStream, src: &InputStream, len: u64) -> Result<u64, St
 
 /// A failed read of an archive stream: a close mid-archive is truncation,
 /// anything else is the transport's fault.
-fn archive_err(e: StreamError) -> CoreError {
+fn archive_err(e: WasiStreamError) -> CoreError {
     match e {
-        StreamError::Closed => CoreError::unsafe_archive("archive is truncated"),
-        StreamError::LastOperationFailed(e) => {
+        WasiStreamError::Closed => CoreError::unsafe_archive("archive is truncated"),
+        WasiStreamError::LastOperationFailed(e) => {
             CoreError::new(sandbox_sync_core::ErrorKind::Transport, e.to_debug_string())
         }
     }
@@ -104,14 +106,18 @@ pub struct GuardedInput {
     stream: InputStream,
     total: u64,
     guard: u64,
+    /// The stream ended in the middle of the archive.
+    cut: bool,
 }
 
 impl GuardedInput {
+    /// Reads `stream`, failing once more than `guard` bytes arrived.
     pub fn new(stream: InputStream, guard: u64) -> Self {
         GuardedInput {
             stream,
             total: 0,
             guard,
+            cut: false,
         }
     }
 
@@ -120,8 +126,23 @@ impl GuardedInput {
         self.total
     }
 
+    /// The stream, to drop it (the sandbox's writer then fails).
     pub fn into_inner(self) -> InputStream {
         self.stream
+    }
+
+    /// True once the stream ended in the middle of the archive: a failure
+    /// then is better explained by why it was cut (the program's exit, a
+    /// broken exec channel) than by the truncation itself.
+    pub fn was_cut(&self) -> bool {
+        self.cut
+    }
+
+    /// A failed read: a close mid-archive is truncation, anything else is
+    /// the transport's fault.
+    fn fail(&mut self, e: WasiStreamError) -> CoreError {
+        self.cut |= matches!(e, WasiStreamError::Closed);
+        archive_err(e)
     }
 
     fn count(&mut self, n: u64) -> Result<(), CoreError> {
@@ -143,17 +164,18 @@ impl GuardedInput {
     ) -> Result<(), crate::bindings::sandbox_sync::provider::types::SyncError> {
         use crate::bindings::sandbox_sync::provider::types::SyncError;
         if self.total.saturating_add(len) > self.guard {
-            return Err(crate::errors::from_core(CoreError::limit(format!(
+            return Err(SyncError::from(CoreError::limit(format!(
                 "the sandbox emitted more than the {}-byte output guard allows",
                 self.guard
             ))));
         }
         let moved = splice(out, &self.stream, len).map_err(|e| match e {
-            StreamFail::Failed(m) => SyncError::Io(format!("failed to write a host file: {m}")),
-            StreamFail::Closed => SyncError::Io("a host file stream closed".into()),
+            StreamError::Failed(m) => SyncError::Io(format!("failed to write a host file: {m}")),
+            StreamError::Closed => SyncError::Io("a host file stream closed".into()),
         })?;
-        self.count(moved).map_err(crate::errors::from_core)?;
+        self.count(moved)?;
         if moved < len {
+            self.cut = true;
             return Err(SyncError::UnsafeArchive("archive is truncated".into()));
         }
         Ok(())
@@ -164,7 +186,7 @@ impl GuardedInput {
         while len > 0 {
             let n = match self.stream.blocking_skip(len) {
                 Ok(n) => n,
-                Err(e) => return Err(archive_err(e)),
+                Err(e) => return Err(self.fail(e)),
             };
             self.count(n)?;
             len -= n;
@@ -179,8 +201,8 @@ impl GuardedInput {
                 self.count(b.len() as u64)?;
                 Ok(b.is_empty())
             }
-            Err(StreamError::Closed) => Ok(true),
-            Err(StreamError::LastOperationFailed(e)) => Err(CoreError::new(
+            Err(WasiStreamError::Closed) => Ok(true),
+            Err(WasiStreamError::LastOperationFailed(e)) => Err(CoreError::new(
                 sandbox_sync_core::ErrorKind::Transport,
                 e.to_debug_string(),
             )),
@@ -193,7 +215,7 @@ impl Source for GuardedInput {
         while !buf.is_empty() {
             let chunk = match self.stream.blocking_read(buf.len() as u64) {
                 Ok(c) => c,
-                Err(e) => return Err(archive_err(e)),
+                Err(e) => return Err(self.fail(e)),
             };
             self.count(chunk.len() as u64)?;
             let n = chunk.len().min(buf.len());

@@ -1,207 +1,59 @@
-//! Planning what to send from granted host directories.
+//! The component's grants as the core planner's [`HostDir`], and the checks
+//! every provider runs on a request before anything moves.
 
-use sandbox_sync_core::exclude::Excluder;
-use sandbox_sync_core::tar_write::{Member, MemberKind};
-use sandbox_sync_core::SCRATCH_PREFIX;
+use sandbox_sync_core::plan::{Entry, FsError as CoreFsError, FsFailure, HostDir, Kind, Meta};
 
 use crate::bindings::sandbox_sync::provider::host_fs::{EntryKind, FsError, GrantedDir, Metadata};
-use crate::bindings::sandbox_sync::provider::types::SyncError;
-use crate::errors::{from_core, fs};
+use crate::bindings::sandbox_sync::provider::types::{SyncError, SyncRequest};
 
-/// Deepest directory nesting followed on the host.
-const MAX_DEPTH: usize = 512;
-
-/// One archive member and where its bytes come from.
-pub struct Planned {
-    pub name: String,
-    pub kind: PlannedKind,
-    pub mode: u32,
-    pub mtime: u64,
-}
-
-pub enum PlannedKind {
-    /// Contents spliced from `path` in grant `grant`; `meta` is what was planned.
-    HostFile {
-        grant: usize,
-        path: String,
-        meta: Metadata,
-    },
-    /// Contents from guest memory (commands, the commit token).
-    Inline(Vec<u8>),
-    Dir,
-    Symlink(String),
-}
-
-impl Planned {
-    pub fn member(&self) -> Member<'_> {
-        let kind = match &self.kind {
-            PlannedKind::HostFile { meta, .. } => MemberKind::File { size: meta.size },
-            PlannedKind::Inline(b) => MemberKind::File {
-                size: b.len() as u64,
-            },
-            PlannedKind::Dir => MemberKind::Dir,
-            PlannedKind::Symlink(t) => MemberKind::Symlink { target: t },
+impl From<FsError> for CoreFsError {
+    fn from(e: FsError) -> Self {
+        let (failure, message) = match e {
+            FsError::NotFound(m) => (FsFailure::NotFound, m),
+            FsError::AlreadyExists(m) => (FsFailure::AlreadyExists, m),
+            FsError::NotPermitted(m) => (FsFailure::NotPermitted, m),
+            FsError::InvalidName(m) => (FsFailure::InvalidName, m),
+            FsError::NoSpace(m) => (FsFailure::NoSpace, m),
+            FsError::Io(m) => (FsFailure::Io, m),
         };
-        Member {
-            name: &self.name,
-            kind,
-            mode: self.mode,
-            mtime: self.mtime,
+        CoreFsError { failure, message }
+    }
+}
+
+impl From<Metadata> for Meta {
+    fn from(m: Metadata) -> Self {
+        Meta {
+            kind: match m.kind {
+                EntryKind::File => Kind::File,
+                EntryKind::Directory => Kind::Directory,
+                EntryKind::Symlink => Kind::Symlink,
+                EntryKind::Other => Kind::Other,
+            },
+            size: m.size,
+            mode: m.mode,
+            mtime_sec: m.mtime_sec,
+            mtime_nsec: m.mtime_nsec,
+            device: m.device,
+            inode: m.inode,
+            link_target: m.link_target,
         }
     }
 }
 
-pub fn missing_or(e: SyncError) -> SyncError {
-    match e {
-        SyncError::Io(m) if m.contains("not found") => {
-            SyncError::InvalidRequest(m.replace("failed to read source", "source"))
-        }
-        other => other,
+impl HostDir for GrantedDir {
+    fn stat_follow(&self, path: &str) -> Result<Meta, CoreFsError> {
+        Ok(GrantedDir::stat_follow(self, path)?.into())
     }
-}
 
-pub fn mtime(meta: &Metadata) -> u64 {
-    u64::try_from(meta.mtime_sec).unwrap_or(0)
-}
-
-/// Walks a granted source directory; every directory's member precedes its children.
-pub fn plan_dir(
-    grant: &GrantedDir,
-    k: usize,
-    name: &str,
-    source: &str,
-    exclude: &[String],
-    follow: bool,
-    out: &mut Vec<Planned>,
-) -> Result<(), SyncError> {
-    let excluder = Excluder::new(exclude).map_err(from_core)?;
-    let top = grant
-        .stat_follow("")
-        .map_err(|e| missing_or(fs("read source", source, e)))?;
-    if top.kind != EntryKind::Directory {
-        return Err(SyncError::InvalidRequest(format!(
-            "directory mapping source {source} is not a directory"
-        )));
+    fn read_dir_stat(&self, path: &str) -> Result<Vec<Entry>, CoreFsError> {
+        Ok(GrantedDir::read_dir_stat(self, path)?
+            .into_iter()
+            .map(|e| Entry {
+                name: e.name,
+                meta: e.metadata.into(),
+            })
+            .collect())
     }
-    out.push(Planned {
-        name: name.to_owned(),
-        kind: PlannedKind::Dir,
-        mode: top.mode & 0o777,
-        mtime: mtime(&top),
-    });
-    // (relative dir, its ancestors' (device, inode), to refuse cycles when following links)
-    let mut stack: Vec<(String, Vec<(u64, u64)>)> =
-        vec![(String::new(), vec![(top.device, top.inode)])];
-    while let Some((dir, seen)) = stack.pop() {
-        let entries = grant
-            .read_dir_stat(&dir)
-            .map_err(|e| fs("list", &join(source, &dir), e))?;
-        let mut subdirs = Vec::new();
-        for entry in entries {
-            if entry.name.starts_with(SCRATCH_PREFIX) {
-                continue;
-            }
-            let rel = if dir.is_empty() {
-                entry.name.clone()
-            } else {
-                format!("{dir}/{}", entry.name)
-            };
-            if excluder.matches(&rel) {
-                continue;
-            }
-            let mut meta = entry.metadata;
-            if meta.kind == EntryKind::Symlink && follow {
-                meta = grant.stat_follow(&rel).map_err(|e| match e {
-                    FsError::NotPermitted(m) => SyncError::Confinement(format!(
-                        "symlink {} leads outside the source directory and followSymlinks is set: {m}",
-                        join(source, &rel)
-                    )),
-                    other => fs("follow", &join(source, &rel), other),
-                })?;
-            }
-            let kind = match meta.kind {
-                EntryKind::File => PlannedKind::HostFile {
-                    grant: k,
-                    path: rel.clone(),
-                    meta: meta.clone(),
-                },
-                EntryKind::Directory => {
-                    if seen.len() >= MAX_DEPTH || seen.contains(&(meta.device, meta.inode)) {
-                        return Err(SyncError::InvalidRequest(format!(
-                            "directory cycle or nesting deeper than {MAX_DEPTH} at {}",
-                            join(source, &rel)
-                        )));
-                    }
-                    let mut s = seen.clone();
-                    s.push((meta.device, meta.inode));
-                    subdirs.push((rel.clone(), s));
-                    PlannedKind::Dir
-                }
-                EntryKind::Symlink => match meta.link_target.clone() {
-                    Some(t) => PlannedKind::Symlink(t),
-                    None => {
-                        return Err(SyncError::Io(format!(
-                            "symlink {} has no target",
-                            join(source, &rel)
-                        )))
-                    }
-                },
-                // Sockets, FIFOs and devices are not transferred (tar skips sockets too).
-                EntryKind::Other => continue,
-            };
-            let mode = if matches!(kind, PlannedKind::Symlink(_)) {
-                0o777
-            } else {
-                meta.mode & 0o777
-            };
-            out.push(Planned {
-                name: format!("{name}/{rel}"),
-                kind,
-                mode,
-                mtime: mtime(&meta),
-            });
-        }
-        // Reverse so the stack pops subdirectories in name order.
-        stack.extend(subdirs.into_iter().rev());
-    }
-    Ok(())
-}
-
-pub fn join(base: &str, rel: &str) -> String {
-    if rel.is_empty() {
-        base.to_owned()
-    } else {
-        format!("{}/{rel}", base.trim_end_matches('/'))
-    }
-}
-
-/// Checks a file mapping before anything moves: the target is not the
-/// remote dir itself and the source (the grant's `basename(source)`) is a
-/// regular file. Returns the source's grant-relative name and metadata.
-///
-/// # Errors
-/// `invalid-request` for a missing or non-regular source or a root target.
-pub fn file_source<'a>(
-    grant: &GrantedDir,
-    source: &'a str,
-    target: &str,
-    root: &str,
-) -> Result<(&'a str, Metadata), SyncError> {
-    if target == root {
-        return Err(SyncError::InvalidRequest(format!(
-            "file mapping target {target} is the remote dir itself"
-        )));
-    }
-    let (_, base) = sandbox_sync_core::sandbox_path::split_parent(source);
-    let meta = grant
-        .stat_follow(base)
-        .map_err(|e| missing_or(fs("read source", source, e)))?;
-    if meta.kind != EntryKind::File {
-        return Err(SyncError::InvalidRequest(format!(
-            "file mapping source {source} is not a regular file"
-        )));
-    }
-    Ok((base, meta))
 }
 
 /// Checks every mapping's requested mode before anything moves (both
@@ -209,11 +61,9 @@ pub fn file_source<'a>(
 ///
 /// # Errors
 /// `invalid-request` naming the first mapping with other bits.
-pub fn check_modes(
-    req: &crate::bindings::sandbox_sync::provider::types::SyncRequest,
-) -> Result<(), SyncError> {
+pub fn check_modes(req: &SyncRequest) -> Result<(), SyncError> {
     for m in req.operations.iter().flat_map(|o| o.files.iter()) {
-        sandbox_sync_core::mode::check(m.mode, &m.target_path).map_err(from_core)?;
+        sandbox_sync_core::mode::check(m.mode, &m.target_path)?;
     }
     Ok(())
 }
@@ -229,12 +79,60 @@ pub fn command_cwd(root: &str, cwd: Option<&str>, command: &str) -> Result<Strin
         root,
         cwd.unwrap_or(root),
         "post-upload command cwd",
-    )
-    .map_err(from_core)?;
+    )?;
     if command.contains('\0') {
         return Err(SyncError::InvalidRequest(
             "post-upload command contains a NUL byte".into(),
         ));
     }
     Ok(cwd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wit_metadata_and_errors_convert_field_for_field() {
+        let m: Meta = Metadata {
+            kind: EntryKind::Symlink,
+            size: 3,
+            mode: 0o4755,
+            mtime_sec: -1,
+            mtime_nsec: 9,
+            device: 7,
+            inode: 8,
+            link_target: Some("t".into()),
+        }
+        .into();
+        assert_eq!(
+            (
+                m.kind,
+                m.size,
+                m.mode,
+                m.mtime_sec,
+                m.mtime_nsec,
+                m.device,
+                m.inode
+            ),
+            (Kind::Symlink, 3, 0o4755, -1, 9, 7, 8)
+        );
+        assert_eq!(m.link_target.as_deref(), Some("t"));
+        let e: CoreFsError = FsError::NotFound("x".into()).into();
+        assert_eq!((e.failure, e.message.as_str()), (FsFailure::NotFound, "x"));
+    }
+
+    #[test]
+    fn command_cwds_are_confined_and_commands_nul_free() {
+        assert_eq!(command_cwd("/w", None, "true").unwrap(), "/w");
+        assert_eq!(command_cwd("/w", Some("/w/a/"), "true").unwrap(), "/w/a");
+        assert!(matches!(
+            command_cwd("/w", Some("/etc"), "true"),
+            Err(SyncError::Confinement(_))
+        ));
+        assert!(matches!(
+            command_cwd("/w", None, "a\0b"),
+            Err(SyncError::InvalidRequest(_))
+        ));
+    }
 }

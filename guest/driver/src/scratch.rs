@@ -2,7 +2,7 @@
 
 use sandbox_sync_core::{script, SCRATCH_PREFIX};
 
-use crate::bindings::sandbox_sync::provider::sandbox_exec::{self, ExecOptions, ExecStatus};
+use crate::bindings::sandbox_sync::provider::sandbox_exec::ExecStatus;
 use crate::io;
 
 /// A fresh `.paperclip-upload-<random>` name.
@@ -23,17 +23,11 @@ pub fn cleanup_if_killed(status: &ExecStatus, root: &str, stale: &str, max_stder
     let Ok(program) = script::cleanup(root, stale, &fresh()) else {
         return;
     };
-    let Ok(exec) = sandbox_exec::start(
-        &script::argv(program.len()),
-        ExecOptions {
-            timeout_ms: 10_000,
-            max_stderr_bytes,
-        },
-    ) else {
+    // The host clamps this exec to what is left of the call's deadline.
+    let Ok(started) = crate::exec::start(program.len(), 10_000, max_stderr_bytes) else {
         return;
     };
-    if let Ok(stdin) = exec.stdin() {
-        let _ = io::write_all(&stdin, program.as_bytes()).and_then(|()| io::flush(&stdin));
-        let _ = exec.finish();
-    }
+    let _ =
+        io::write_all(&started.stdin, program.as_bytes()).and_then(|()| io::flush(&started.stdin));
+    let _ = started.exec.finish();
 }

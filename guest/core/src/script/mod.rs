@@ -21,7 +21,7 @@
 use std::fmt::Write as _;
 
 use crate::quote::sh_quote;
-use crate::SyncError;
+use crate::Error;
 
 pub mod exit;
 mod protocol;
@@ -69,7 +69,7 @@ fn deadline(timeout_ms: u64) -> String {
 /// Checks a scratch name the component chose: the reserved prefix, then
 /// only `[a-z0-9.-]`, so it never needs quoting and never collides with a
 /// real target.
-fn check_scratch(name: &str) -> Result<(), SyncError> {
+fn check_scratch(name: &str) -> Result<(), Error> {
     let ok = name.starts_with(crate::SCRATCH_PREFIX)
         && name.len() <= 64
         && name
@@ -78,7 +78,7 @@ fn check_scratch(name: &str) -> Result<(), SyncError> {
     if ok {
         Ok(())
     } else {
-        Err(SyncError::invalid(format!("bad scratch name {name:?}")))
+        Err(Error::invalid(format!("bad scratch name {name:?}")))
     }
 }
 
@@ -95,7 +95,7 @@ fn constants() -> String {
     s
 }
 
-fn preamble(root: &str, timeout_ms: u64, scratch: &str) -> Result<String, SyncError> {
+fn preamble(root: &str, timeout_ms: u64, scratch: &str) -> Result<String, Error> {
     check_scratch(scratch)?;
     let mut s = String::with_capacity(LIBRARY.len() + 1024);
     s.push_str(&constants());
@@ -213,7 +213,7 @@ pub enum FallbackStep<'a> {
 
 impl FallbackStep<'_> {
     /// The call, every argument quoted.
-    fn line(&self) -> Result<String, SyncError> {
+    fn line(&self) -> Result<String, Error> {
         let q = |s: &str| sh_quote(s);
         let m = |mode: &Option<u32>| sh_quote(&mode_arg(*mode));
         Ok(match self {
@@ -276,7 +276,7 @@ pub fn fallback(
     timeout_ms: u64,
     scratch: &str,
     steps: &[FallbackStep<'_>],
-) -> Result<String, SyncError> {
+) -> Result<String, Error> {
     let mut s = preamble(root, timeout_ms, scratch)?;
     s.push_str(INBOUND);
     s.push_str(OUTBOUND);
@@ -293,7 +293,7 @@ pub fn fallback(
 ///
 /// # Errors
 /// When a name is not a valid scratch name.
-pub fn cleanup(root: &str, stale: &str, scratch: &str) -> Result<String, SyncError> {
+pub fn cleanup(root: &str, stale: &str, scratch: &str) -> Result<String, Error> {
     check_scratch(stale)?;
     let mut s = preamble(root, 10_000, scratch)?;
     let _ = writeln!(s, "rm -rf \"$_ss_root/{stale}\"");
@@ -305,7 +305,7 @@ pub fn cleanup(root: &str, stale: &str, scratch: &str) -> Result<String, SyncErr
 /// to what arrives. Its tar runs in the C locale, where an ASCII pattern
 /// excludes a subset of what the component does; other patterns are left
 /// to the component alone.
-fn dir_args(source: &str, follow: bool, exclude: &[String]) -> Result<String, SyncError> {
+fn dir_args(source: &str, follow: bool, exclude: &[String]) -> Result<String, Error> {
     let mut line = format!("{} {}", sh_quote(source)?, u8::from(follow));
     for p in crate::exclude::DEFAULT_EXCLUDES
         .iter()
@@ -362,7 +362,7 @@ impl InboundScript {
     ///
     /// # Errors
     /// When `target` cannot be quoted (NUL).
-    pub fn preflight(&mut self, target: &str) -> Result<(), SyncError> {
+    pub fn preflight(&mut self, target: &str) -> Result<(), Error> {
         let _ = writeln!(self.preflight, "_ss_confine_ancestor {}", sh_quote(target)?);
         Ok(())
     }
@@ -377,7 +377,7 @@ impl InboundScript {
         parent: &str,
         base: &str,
         mode: Option<u32>,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), Error> {
         let _ = writeln!(
             self.ops,
             "_ss_file {} {} {} {}",
@@ -399,7 +399,7 @@ impl InboundScript {
         parent: &str,
         base: &str,
         mode: Option<u32>,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), Error> {
         let _ = writeln!(
             self.ops,
             "_ss_dir {} {} {} {}",
@@ -416,7 +416,7 @@ impl InboundScript {
     ///
     /// # Errors
     /// When a path cannot be quoted (NUL).
-    pub fn put_root(&mut self, staged: &str, mode: Option<u32>) -> Result<(), SyncError> {
+    pub fn put_root(&mut self, staged: &str, mode: Option<u32>) -> Result<(), Error> {
         let _ = writeln!(
             self.ops,
             "_ss_dir_root {} {}",
@@ -437,7 +437,7 @@ impl InboundScript {
         staged: &str,
         cwd: &str,
         timeout_ms: Option<u64>,
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), Error> {
         let timeout = timeout_ms.map(seconds).unwrap_or_default();
         let _ = writeln!(
             self.ops,
@@ -464,7 +464,7 @@ impl InboundScript {
     ///
     /// # Errors
     /// When the root or token cannot be quoted.
-    pub fn finish(self, archive_len: u64, token: &str) -> Result<String, SyncError> {
+    pub fn finish(self, archive_len: u64, token: &str) -> Result<String, Error> {
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
@@ -516,7 +516,7 @@ impl OutboundScript {
     ///
     /// # Errors
     /// When the path cannot be quoted (NUL).
-    pub fn file(&mut self, op: usize, map: usize, source: &str) -> Result<(), SyncError> {
+    pub fn file(&mut self, op: usize, map: usize, source: &str) -> Result<(), Error> {
         self.mark(&Marker::Mapping { op, map });
         let _ = writeln!(self.body, "_ss_ofile {}", sh_quote(source)?);
         Ok(())
@@ -533,7 +533,7 @@ impl OutboundScript {
         source: &str,
         follow: bool,
         exclude: &[String],
-    ) -> Result<(), SyncError> {
+    ) -> Result<(), Error> {
         self.mark(&Marker::Mapping { op, map });
         let line = format!("_ss_odir {}", dir_args(source, follow, exclude)?);
         let _ = writeln!(self.body, "{line}");
@@ -549,7 +549,7 @@ impl OutboundScript {
     ///
     /// # Errors
     /// When the root cannot be quoted.
-    pub fn finish(mut self) -> Result<String, SyncError> {
+    pub fn finish(mut self) -> Result<String, Error> {
         self.mark(&Marker::End);
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(OUTBOUND);

@@ -1,0 +1,471 @@
+//! Planning what a sync-in sends from host directories: which members, in
+//! which order, with which modes, and what the host must re-check before it
+//! sends a file's bytes.
+//!
+//! The host is reached through [`HostDir`] (the component implements it over
+//! its granted directories), so planning runs natively in tests.
+
+use crate::exclude::Excluder;
+use crate::tar_write::{Member, MemberKind};
+use crate::{Error, ErrorKind, SCRATCH_PREFIX};
+
+/// Deepest directory nesting followed on the host.
+const MAX_DEPTH: usize = 512;
+
+/// What a host path is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Directory,
+    /// A symbolic link.
+    Symlink,
+    /// A socket, FIFO or device.
+    Other,
+}
+
+/// Metadata of a host path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Meta {
+    /// What it is.
+    pub kind: Kind,
+    /// Size in bytes.
+    pub size: u64,
+    /// Permission bits (set-id and sticky included).
+    pub mode: u32,
+    /// Modification time, seconds.
+    pub mtime_sec: i64,
+    /// Modification time, nanoseconds.
+    pub mtime_nsec: u32,
+    /// Device, with `inode` the file's identity.
+    pub device: u64,
+    /// Inode.
+    pub inode: u64,
+    /// A symlink's target.
+    pub link_target: Option<String>,
+}
+
+/// A directory entry with its metadata (not following a final symlink).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The entry's name.
+    pub name: String,
+    /// Its metadata.
+    pub meta: Meta,
+}
+
+/// Why a host filesystem call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FsFailure {
+    /// The path does not exist.
+    NotFound,
+    /// Something is already there.
+    AlreadyExists,
+    /// The path would leave the grant, or the grant forbids the operation.
+    NotPermitted,
+    /// The name is not valid UTF-8 or not representable.
+    InvalidName,
+    /// No space left on the host device.
+    NoSpace,
+    /// Anything else.
+    Io,
+}
+
+/// A failed host filesystem call: its class and the host's message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FsError {
+    /// The class.
+    pub failure: FsFailure,
+    /// The host's message.
+    pub message: String,
+}
+
+impl FsError {
+    /// Describes the failure to `what` (a verb) `path` as a typed error.
+    pub fn describe(self, what: &str, path: &str) -> Error {
+        let m = self.message;
+        let (kind, detail) = match self.failure {
+            FsFailure::NotFound => (ErrorKind::Io, format!("not found: {m}")),
+            FsFailure::AlreadyExists => (ErrorKind::Io, format!("already exists: {m}")),
+            FsFailure::NotPermitted => (ErrorKind::Confinement, format!("not permitted: {m}")),
+            FsFailure::InvalidName => (ErrorKind::InvalidRequest, format!("invalid name: {m}")),
+            FsFailure::NoSpace => (ErrorKind::Io, format!("no space left on device: {m}")),
+            FsFailure::Io => (ErrorKind::Io, m),
+        };
+        Error::new(kind, format!("failed to {what} {path}: {detail}"))
+    }
+
+    /// A missing source is the request's fault; anything else is described.
+    fn source(self, source: &str) -> Error {
+        match self.failure {
+            FsFailure::NotFound => {
+                Error::invalid(format!("source {source} does not exist: {}", self.message))
+            }
+            _ => self.describe("read source", source),
+        }
+    }
+}
+
+/// A host directory the planner may read (the component's grant).
+pub trait HostDir {
+    /// Metadata of `path` (relative, `""` for the directory itself),
+    /// following symlinks.
+    ///
+    /// # Errors
+    /// The host's failure.
+    fn stat_follow(&self, path: &str) -> Result<Meta, FsError>;
+    /// The entries of directory `path` with their metadata, sorted by name.
+    ///
+    /// # Errors
+    /// The host's failure.
+    fn read_dir_stat(&self, path: &str) -> Result<Vec<Entry>, FsError>;
+}
+
+/// One archive member and where its bytes come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Planned {
+    /// The member's name in the archive.
+    pub name: String,
+    /// What it is and where its bytes come from.
+    pub kind: PlannedKind,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time, seconds.
+    pub mtime: u64,
+}
+
+/// What a [`Planned`] member is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlannedKind {
+    /// Contents read host-side from `path` in grant `grant`; `meta` is what
+    /// was planned, re-checked when it is sent.
+    HostFile {
+        /// Index of the grant.
+        grant: usize,
+        /// Path beneath the grant.
+        path: String,
+        /// The file as planned.
+        meta: Meta,
+    },
+    /// Contents from memory (commands, the commit token).
+    Inline(Vec<u8>),
+    /// A directory.
+    Dir,
+    /// A symlink with this target.
+    Symlink(String),
+}
+
+impl Planned {
+    /// The member's tar header fields.
+    pub fn member(&self) -> Member<'_> {
+        let kind = match &self.kind {
+            PlannedKind::HostFile { meta, .. } => MemberKind::File { size: meta.size },
+            PlannedKind::Inline(b) => MemberKind::File {
+                size: b.len() as u64,
+            },
+            PlannedKind::Dir => MemberKind::Dir,
+            PlannedKind::Symlink(t) => MemberKind::Symlink { target: t },
+        };
+        Member {
+            name: &self.name,
+            kind,
+            mode: self.mode,
+            mtime: self.mtime,
+        }
+    }
+}
+
+/// Files and archive bytes of a directory mapping's members, as the seed
+/// reports them (files and symlinks count as files).
+pub fn tally(members: &[Planned]) -> (u64, u64) {
+    members.iter().fold((0, 0), |(files, bytes), p| {
+        let file = u64::from(!matches!(p.kind, PlannedKind::Dir));
+        (files + file, bytes + p.member().archive_len())
+    })
+}
+
+/// A modification time as tar stores it (negative times become 0).
+pub fn mtime(meta: &Meta) -> u64 {
+    u64::try_from(meta.mtime_sec).unwrap_or(0)
+}
+
+/// Walks the source directory of mapping `k` (member names under `name`),
+/// skipping `exclude`d entries and reserved scratch names; every
+/// directory's member precedes its children, siblings in name order.
+///
+/// # Errors
+/// `invalid-request` for a missing or non-directory source, a directory
+/// cycle or nesting deeper than 512; `confinement` for a followed link the
+/// host would not dereference; `io` for other host failures.
+pub fn plan_dir(
+    dir: &impl HostDir,
+    k: usize,
+    name: &str,
+    source: &str,
+    exclude: &[String],
+    follow: bool,
+    out: &mut Vec<Planned>,
+) -> Result<(), Error> {
+    let excluder = Excluder::new(exclude)?;
+    let top = dir.stat_follow("").map_err(|e| e.source(source))?;
+    if top.kind != Kind::Directory {
+        return Err(Error::invalid(format!(
+            "directory mapping source {source} is not a directory"
+        )));
+    }
+    out.push(Planned {
+        name: name.to_owned(),
+        kind: PlannedKind::Dir,
+        mode: top.mode & 0o777,
+        mtime: mtime(&top),
+    });
+    // (relative dir, its ancestors' (device, inode), to refuse cycles when following links)
+    let mut stack: Vec<(String, Vec<(u64, u64)>)> =
+        vec![(String::new(), vec![(top.device, top.inode)])];
+    while let Some((rel_dir, seen)) = stack.pop() {
+        let entries = dir
+            .read_dir_stat(&rel_dir)
+            .map_err(|e| e.describe("list", &join(source, &rel_dir)))?;
+        let mut subdirs = Vec::new();
+        for entry in entries {
+            if entry.name.starts_with(SCRATCH_PREFIX) {
+                continue;
+            }
+            let rel = if rel_dir.is_empty() {
+                entry.name.clone()
+            } else {
+                format!("{rel_dir}/{}", entry.name)
+            };
+            if excluder.matches(&rel) {
+                continue;
+            }
+            let mut meta = entry.meta;
+            if meta.kind == Kind::Symlink && follow {
+                meta = dir.stat_follow(&rel).map_err(|e| match e.failure {
+                    FsFailure::NotPermitted => Error::confinement(format!(
+                        "symlink {} leads outside the source directory and followSymlinks is set: {}",
+                        join(source, &rel),
+                        e.message
+                    )),
+                    _ => e.describe("follow", &join(source, &rel)),
+                })?;
+            }
+            let kind = match meta.kind {
+                Kind::File => PlannedKind::HostFile {
+                    grant: k,
+                    path: rel.clone(),
+                    meta: meta.clone(),
+                },
+                Kind::Directory => {
+                    if seen.len() >= MAX_DEPTH || seen.contains(&(meta.device, meta.inode)) {
+                        return Err(Error::invalid(format!(
+                            "directory cycle or nesting deeper than {MAX_DEPTH} at {}",
+                            join(source, &rel)
+                        )));
+                    }
+                    let mut s = seen.clone();
+                    s.push((meta.device, meta.inode));
+                    subdirs.push((rel.clone(), s));
+                    PlannedKind::Dir
+                }
+                Kind::Symlink => match meta.link_target.clone() {
+                    Some(t) => PlannedKind::Symlink(t),
+                    None => {
+                        return Err(Error::new(
+                            ErrorKind::Io,
+                            format!("symlink {} has no target", join(source, &rel)),
+                        ))
+                    }
+                },
+                // Sockets, FIFOs and devices are not transferred (tar skips sockets too).
+                Kind::Other => continue,
+            };
+            let mode = if matches!(kind, PlannedKind::Symlink(_)) {
+                0o777
+            } else {
+                meta.mode & 0o777
+            };
+            out.push(Planned {
+                name: format!("{name}/{rel}"),
+                kind,
+                mode,
+                mtime: mtime(&meta),
+            });
+        }
+        // Reverse so the stack pops subdirectories in name order.
+        stack.extend(subdirs.into_iter().rev());
+    }
+    Ok(())
+}
+
+/// `base/rel` for messages (`base` alone when `rel` is empty).
+pub fn join(base: &str, rel: &str) -> String {
+    if rel.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{}/{rel}", base.trim_end_matches('/'))
+    }
+}
+
+/// Checks a file mapping before anything moves: the target is not the
+/// remote dir itself and the source (`basename(source)` in `dir`, its
+/// parent) is a regular file. Returns the source's name in `dir` and its
+/// metadata.
+///
+/// # Errors
+/// `invalid-request` for a missing or non-regular source or a root target.
+pub fn file_source<'a>(
+    dir: &impl HostDir,
+    source: &'a str,
+    target: &str,
+    root: &str,
+) -> Result<(&'a str, Meta), Error> {
+    if target == root {
+        return Err(Error::invalid(format!(
+            "file mapping target {target} is the remote dir itself"
+        )));
+    }
+    let (_, base) = crate::sandbox_path::split_parent(source);
+    let meta = dir.stat_follow(base).map_err(|e| e.source(source))?;
+    if meta.kind != Kind::File {
+        return Err(Error::invalid(format!(
+            "file mapping source {source} is not a regular file"
+        )));
+    }
+    Ok((base, meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// An in-memory host tree: path -> metadata (links resolved by hand).
+    struct Tree(BTreeMap<String, Meta>);
+
+    fn meta(kind: Kind, size: u64, ino: u64) -> Meta {
+        Meta {
+            kind,
+            size,
+            mode: 0o644,
+            mtime_sec: 7,
+            mtime_nsec: 0,
+            device: 1,
+            inode: ino,
+            link_target: None,
+        }
+    }
+
+    impl HostDir for Tree {
+        fn stat_follow(&self, path: &str) -> Result<Meta, FsError> {
+            let m = self.0.get(path).cloned().ok_or(FsError {
+                failure: FsFailure::NotFound,
+                message: path.into(),
+            })?;
+            match &m.link_target {
+                Some(t) if t.starts_with('/') => Err(FsError {
+                    failure: FsFailure::NotPermitted,
+                    message: t.clone(),
+                }),
+                Some(t) => self.stat_follow(t),
+                None => Ok(m),
+            }
+        }
+        fn read_dir_stat(&self, path: &str) -> Result<Vec<Entry>, FsError> {
+            let prefix = if path.is_empty() {
+                String::new()
+            } else {
+                format!("{path}/")
+            };
+            Ok(self
+                .0
+                .iter()
+                .filter(|(p, _)| !p.is_empty())
+                .filter_map(|(p, m)| {
+                    let rest = p.strip_prefix(&prefix)?;
+                    (!rest.contains('/')).then(|| Entry {
+                        name: rest.to_owned(),
+                        meta: m.clone(),
+                    })
+                })
+                .collect())
+        }
+    }
+
+    fn tree() -> Tree {
+        let mut t = BTreeMap::new();
+        t.insert(String::new(), meta(Kind::Directory, 0, 1));
+        t.insert("b".into(), meta(Kind::Directory, 0, 2));
+        t.insert("b/f".into(), meta(Kind::File, 10, 3));
+        t.insert("a.log".into(), meta(Kind::File, 5, 4));
+        t.insert("z".into(), meta(Kind::File, 600, 5));
+        t.insert(".paperclip-upload-x".into(), meta(Kind::File, 1, 6));
+        let mut link = meta(Kind::Symlink, 0, 7);
+        link.link_target = Some("z".into());
+        t.insert("l".into(), link);
+        let mut out = meta(Kind::Symlink, 0, 8);
+        out.link_target = Some("/etc/passwd".into());
+        t.insert("out".into(), out);
+        Tree(t)
+    }
+
+    #[test]
+    fn plans_in_order_with_excludes_and_links() {
+        let mut out = Vec::new();
+        plan_dir(
+            &tree(),
+            3,
+            "d3",
+            "/src",
+            &["*.log".into(), "out".into()],
+            false,
+            &mut out,
+        )
+        .unwrap();
+        let names: Vec<&str> = out.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["d3", "d3/b", "d3/l", "d3/z", "d3/b/f"]);
+        assert_eq!(out[2].kind, PlannedKind::Symlink("z".into()));
+        assert!(
+            matches!(&out[3].kind, PlannedKind::HostFile { grant: 3, path, .. } if path == "z")
+        );
+        let (files, bytes) = tally(&out);
+        assert_eq!(files, 3);
+        assert_eq!(
+            bytes,
+            out.iter().map(|p| p.member().archive_len()).sum::<u64>()
+        );
+    }
+
+    #[test]
+    fn following_dereferences_and_reports_links_it_may_not_follow() {
+        let mut out = Vec::new();
+        plan_dir(
+            &tree(),
+            0,
+            "d",
+            "/src",
+            &["*.log".into(), "out".into()],
+            true,
+            &mut out,
+        )
+        .unwrap();
+        assert!(matches!(&out[2].kind, PlannedKind::HostFile { path, .. } if path == "l"));
+        let err = plan_dir(&tree(), 0, "d", "/src", &[], true, &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Confinement, "{err}");
+    }
+
+    #[test]
+    fn a_missing_source_is_the_requests_fault() {
+        let empty = Tree(BTreeMap::new());
+        let err = plan_dir(&empty, 0, "d", "/nope", &[], false, &mut Vec::new()).unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidRequest);
+        assert!(err.message.contains("does not exist"), "{err}");
+        let err = file_source(&empty, "/nope/f", "/w/f", "/w").unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidRequest);
+        let err = file_source(&tree(), "/src/b", "/w/f", "/w").unwrap_err();
+        assert!(err.message.contains("not a regular file"), "{err}");
+        assert!(file_source(&tree(), "/src/z", "/w", "/w").is_err());
+        assert_eq!(file_source(&tree(), "/src/z", "/w/f", "/w").unwrap().0, "z");
+    }
+}
