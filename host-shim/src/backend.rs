@@ -4,11 +4,51 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
 use serde_json::{Map, Value};
 
 use crate::exec::local::LocalBackend;
 use crate::exec::ExecBackend;
+
+/// Why a backend could not be chosen or built.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// The configuration names no known backend.
+    #[error("unknown backend {0:?} (expected \"local\" or \"kube\")")]
+    Unknown(String),
+    /// The configuration lacks something the backend needs.
+    #[error("{0}")]
+    Missing(&'static str),
+    /// The sandbox root cannot be used.
+    #[error("sandbox root {root}: {source}")]
+    SandboxRoot {
+        /// The root.
+        root: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The kube client cannot be built (an unusable kubeconfig, say).
+    #[cfg(feature = "kube")]
+    #[error("kube backend for pod {target}: {source}")]
+    Kube {
+        /// `namespace/pod`.
+        target: String,
+        /// Why.
+        #[source]
+        source: Box<crate::exec::kube::KubeError>,
+    },
+    /// This build has no kube backend.
+    #[error("this build has no kube backend (feature \"kube\")")]
+    NoKube,
+}
+
+impl BackendError {
+    /// True when the request itself is wrong (a usage error), rather than
+    /// the environment it names.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, BackendError::Unknown(_) | BackendError::Missing(_))
+    }
+}
 
 /// Where sandbox commands run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,7 +93,7 @@ impl BackendConfig {
         config: &Map<String, Value>,
         lease_id: Option<&str>,
         meta: &Map<String, Value>,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, BackendError> {
         let s =
             |m: &Map<String, Value>, k: &str| m.get(k).and_then(Value::as_str).map(str::to_owned);
         match config.get("backend").and_then(Value::as_str).unwrap_or("local") {
@@ -66,18 +106,22 @@ impl BackendConfig {
                 namespace: Some(
                     s(config, "namespace")
                         .or_else(|| s(meta, "namespace"))
-                        .context("kube backend needs config.namespace or lease.metadata.namespace")?,
+                        .ok_or(BackendError::Missing(
+                            "kube backend needs config.namespace or lease.metadata.namespace",
+                        ))?,
                 ),
                 pod: s(config, "pod")
                     .or_else(|| s(meta, "podName"))
                     .or_else(|| s(meta, "pod"))
                     .or_else(|| lease_id.map(str::to_owned))
-                    .context("kube backend needs config.pod, lease.metadata.podName or a providerLeaseId")?,
+                    .ok_or(BackendError::Missing(
+                        "kube backend needs config.pod, lease.metadata.podName or a providerLeaseId",
+                    ))?,
                 container: s(config, "container").or_else(|| s(meta, "container")),
                 kubeconfig: s(config, "kubeconfig").map(PathBuf::from),
                 context: s(config, "context"),
             }),
-            other => bail!("unknown backend {other:?} (expected \"local\" or \"kube\")"),
+            other => Err(BackendError::Unknown(other.to_owned())),
         }
     }
 
@@ -85,7 +129,7 @@ impl BackendConfig {
     ///
     /// # Errors
     /// A sandbox root without `/bin/sh`, or an unusable kubeconfig.
-    pub async fn build(&self) -> anyhow::Result<Arc<dyn ExecBackend>> {
+    pub async fn build(&self) -> Result<Arc<dyn ExecBackend>, BackendError> {
         match self {
             BackendConfig::Local {
                 sandbox_root,
@@ -93,8 +137,12 @@ impl BackendConfig {
                 exec_latency,
             } => {
                 let mut b = match sandbox_root {
-                    Some(root) => LocalBackend::sandbox_root(root)
-                        .with_context(|| format!("sandbox root {}", root.display()))?,
+                    Some(root) => LocalBackend::sandbox_root(root).map_err(|source| {
+                        BackendError::SandboxRoot {
+                            root: root.clone(),
+                            source,
+                        }
+                    })?,
                     None => LocalBackend::host(),
                 };
                 if let Some(uid) = user {
@@ -118,18 +166,17 @@ impl BackendConfig {
                     container.clone(),
                 )
                 .await
-                .with_context(|| {
-                    format!(
-                        "kube backend for pod {}/{pod}",
+                .map_err(|source| BackendError::Kube {
+                    target: format!(
+                        "{}/{pod}",
                         namespace.as_deref().unwrap_or("(context namespace)")
-                    )
+                    ),
+                    source: Box::new(source),
                 })?;
                 Ok(Arc::new(b))
             }
             #[cfg(not(feature = "kube"))]
-            BackendConfig::Kube { .. } => {
-                bail!("this build has no kube backend (feature \"kube\")")
-            }
+            BackendConfig::Kube { .. } => Err(BackendError::NoKube),
         }
     }
 }

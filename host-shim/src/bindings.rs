@@ -4,6 +4,11 @@ wasmtime::component::bindgen!({
     path: "../wit",
     world: "provider",
     imports: { default: async | trappable },
+    // Host functions return these and `?` works; a trap is its own variant.
+    trappable_error_type: {
+        "sandbox-sync:provider/host-fs.fs-error" => crate::host::FsFailure,
+        "sandbox-sync:provider/sandbox-exec.send-error" => crate::host::SendFailure,
+    },
     exports: { default: async },
     with: {
         "wasi:io": wasmtime_wasi::p2::bindings::io,

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use sandbox_sync_host::backend::BackendConfig;
+use sandbox_sync_host::backend::{BackendConfig, BackendError};
 use sandbox_sync_host::exec::ExecBackend;
+use sandbox_sync_host::provider::Direction;
 use sandbox_sync_host::{Runtime, SyncOperation, SyncOptions};
 
 #[derive(Debug, Parser)]
@@ -94,18 +95,12 @@ pub enum Backend {
     Kube,
 }
 
-/// Where sandbox commands run.
+/// Which pod and how to reach it (kube backend).
 #[derive(Debug, Args)]
-pub struct BackendArgs {
-    /// Exec backend.
-    #[arg(long, value_enum, default_value_t = Backend::Local)]
-    pub backend: Backend,
+pub struct KubeArgs {
     /// Kubernetes namespace (default: the kubeconfig context's).
     #[arg(long, short = 'n')]
     pub namespace: Option<String>,
-    /// Pod name (kube backend).
-    #[arg(long)]
-    pub pod: Option<String>,
     /// Container (default: the pod's only container).
     #[arg(long, short = 'c')]
     pub container: Option<String>,
@@ -115,6 +110,24 @@ pub struct BackendArgs {
     /// Kubeconfig context.
     #[arg(long)]
     pub context: Option<String>,
+}
+
+impl KubeArgs {
+    /// The kube backend for `pod` (a namespace in the spec wins).
+    pub fn config(&self, namespace: Option<String>, pod: String) -> BackendConfig {
+        BackendConfig::Kube {
+            namespace: namespace.or_else(|| self.namespace.clone()),
+            pod,
+            container: self.container.clone(),
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+        }
+    }
+}
+
+/// A local sandbox (local backend).
+#[derive(Debug, Args)]
+pub struct LocalArgs {
     /// Run the sandbox jailed in DIR (its own namespaces, pivot_root, a
     /// container's capabilities), as a container runtime runs a pod.
     #[arg(long, value_name = "DIR")]
@@ -127,33 +140,79 @@ pub struct BackendArgs {
     pub exec_latency_ms: u64,
 }
 
+impl LocalArgs {
+    /// True when a local-only flag was given.
+    pub fn any(&self) -> bool {
+        self.sandbox_root.is_some() || self.sandbox_user.is_some()
+    }
+
+    /// The local backend these flags describe.
+    pub fn config(&self) -> BackendConfig {
+        BackendConfig::Local {
+            sandbox_root: self.sandbox_root.clone(),
+            user: self.sandbox_user,
+            exec_latency: Duration::from_millis(self.exec_latency_ms),
+        }
+    }
+}
+
+/// Where sandbox commands run.
+#[derive(Debug, Args)]
+pub struct BackendArgs {
+    /// Exec backend.
+    #[arg(long, value_enum, default_value_t = Backend::Local)]
+    pub backend: Backend,
+    /// Pod name (kube backend).
+    #[arg(long)]
+    pub pod: Option<String>,
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    #[command(flatten)]
+    pub local: LocalArgs,
+}
+
 impl BackendArgs {
-    pub async fn backend(&self) -> anyhow::Result<Arc<dyn ExecBackend>> {
+    /// The backend these flags describe.
+    ///
+    /// # Errors
+    /// Flags of one backend given for the other, or a backend that cannot
+    /// be built (see [`BackendError::is_usage`]).
+    pub async fn backend(&self) -> Result<Arc<dyn ExecBackend>, BackendError> {
         let config = match self.backend {
             Backend::Local => {
-                if self.pod.is_some() || self.namespace.is_some() {
-                    anyhow::bail!("--pod and --namespace need --backend kube");
+                if self.pod.is_some() || self.kube.namespace.is_some() {
+                    return Err(BackendError::Missing(
+                        "--pod and --namespace need --backend kube",
+                    ));
                 }
-                BackendConfig::Local {
-                    sandbox_root: self.sandbox_root.clone(),
-                    user: self.sandbox_user,
-                    exec_latency: Duration::from_millis(self.exec_latency_ms),
-                }
+                self.local.config()
             }
             Backend::Kube => {
-                if self.sandbox_root.is_some() || self.sandbox_user.is_some() {
-                    anyhow::bail!("--sandbox-root and --sandbox-user apply to --backend local");
+                if self.local.any() {
+                    return Err(BackendError::Missing(
+                        "--sandbox-root and --sandbox-user apply to --backend local",
+                    ));
                 }
-                BackendConfig::Kube {
-                    namespace: self.namespace.clone(),
-                    pod: self.pod.clone().context("--backend kube needs --pod")?,
-                    container: self.container.clone(),
-                    kubeconfig: self.kubeconfig.clone(),
-                    context: self.context.clone(),
-                }
+                let pod = self
+                    .pod
+                    .clone()
+                    .ok_or(BackendError::Missing("--backend kube needs --pod"))?;
+                self.kube.config(None, pod)
             }
         };
         config.build().await
+    }
+}
+
+/// Prints a backend error the CLI way: a usage error exits 2, an unusable
+/// environment (a kubeconfig, a sandbox root) is a failed sync, exit 1.
+pub fn backend_failure(e: &BackendError) -> ExitCode {
+    if e.is_usage() {
+        eprintln!("error[invalid-request]: {e}");
+        ExitCode::from(2)
+    } else {
+        eprintln!("error[transport]: {e:#}");
+        ExitCode::from(1)
     }
 }
 
@@ -181,8 +240,8 @@ pub fn main() -> ExitCode {
         }
     };
     match cli.cmd {
-        Cmd::SyncIn(args) => rt.block_on(sync(true, args)),
-        Cmd::SyncOut(args) => rt.block_on(sync(false, args)),
+        Cmd::SyncIn(args) => rt.block_on(sync(Direction::In, args)),
+        Cmd::SyncOut(args) => rt.block_on(sync(Direction::Out, args)),
         Cmd::Serve => match rt.block_on(sandbox_sync_host::worker::serve(
             tokio::io::stdin(),
             tokio::io::stdout(),
@@ -208,10 +267,7 @@ pub fn main() -> ExitCode {
 async fn doctor(args: DoctorArgs) -> ExitCode {
     let backend = match args.backend.backend().await {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error[invalid-request]: {e:#}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return backend_failure(&e),
     };
     match sandbox_sync_host::doctor::probe(backend.as_ref(), &args.remote_dir).await {
         Ok(report) => {
@@ -243,7 +299,7 @@ fn read_ops(spec: &str) -> anyhow::Result<Vec<SyncOperation>> {
     serde_json::from_str(&text).context("--ops is not a JSON array of operations")
 }
 
-async fn sync(inbound: bool, args: SyncArgs) -> ExitCode {
+async fn sync(direction: Direction, args: SyncArgs) -> ExitCode {
     let ops = match read_ops(&args.ops) {
         Ok(ops) => ops,
         Err(e) => {
@@ -253,16 +309,9 @@ async fn sync(inbound: bool, args: SyncArgs) -> ExitCode {
     };
     let backend = match args.backend.backend().await {
         Ok(b) => b,
-        Err(e) => {
-            eprintln!("error[invalid-request]: {e:#}");
-            return ExitCode::from(2);
-        }
+        Err(e) => return backend_failure(&e),
     };
-    let runtime = match &args.component {
-        Some(path) => Runtime::from_file(path).await,
-        None => Runtime::embedded().await,
-    };
-    let runtime = match runtime {
+    let runtime = match Runtime::load(args.component.as_deref()).await {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error[invalid-request]: {e}");
@@ -276,11 +325,7 @@ async fn sync(inbound: bool, args: SyncArgs) -> ExitCode {
     opts.max_metadata_bytes = args.max_metadata_bytes;
     opts.max_stderr_bytes = args.max_stderr_bytes;
     opts.confine_followed_symlinks = args.confine_followed_symlinks;
-    let result = if inbound {
-        runtime.sync_in(&ops, &opts, backend).await
-    } else {
-        runtime.sync_out(&ops, &opts, backend).await
-    };
+    let result = runtime.sync(direction, &ops, &opts, backend).await;
     match result {
         Ok(outcome) => {
             tracing::info!(execs = outcome.execs, "sync complete");

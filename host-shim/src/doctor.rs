@@ -42,11 +42,25 @@ pub struct Report {
     pub problems: Vec<String>,
 }
 
+/// Why the probe could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    /// The exec did not start or could not be waited for.
+    #[error(transparent)]
+    Exec(#[from] crate::exec::ExecError),
+    /// Its output could not be read.
+    #[error("reading the probe's output failed: {0}")]
+    Read(#[from] std::io::Error),
+    /// It ran and failed.
+    #[error("the probe failed: {0}")]
+    Failed(String),
+}
+
 /// Runs the probe through `backend`.
 ///
 /// # Errors
-/// When the exec cannot start or its output cannot be read.
-pub async fn probe(backend: &dyn ExecBackend, remote_dir: &str) -> anyhow::Result<Report> {
+/// When the exec cannot start, its output cannot be read, or it fails.
+pub async fn probe(backend: &dyn ExecBackend, remote_dir: &str) -> Result<Report, DoctorError> {
     let req = ExecRequest {
         argv: vec![
             "/bin/sh".into(),
@@ -66,11 +80,11 @@ pub async fn probe(backend: &dyn ExecBackend, remote_dir: &str) -> anyhow::Resul
         .await?;
     let _ = p.stdin.shutdown().await;
     let status = p.control.wait().await?;
-    anyhow::ensure!(
-        status.exit_code == Some(0),
-        "the probe failed: {}",
-        String::from_utf8_lossy(&status.stderr)
-    );
+    if status.exit_code != Some(0) {
+        return Err(DoctorError::Failed(
+            String::from_utf8_lossy(&status.stderr).into_owned(),
+        ));
+    }
     let facts: BTreeMap<String, String> = out
         .lines()
         .filter_map(|l| l.split_once('='))

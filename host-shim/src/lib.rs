@@ -26,12 +26,10 @@ pub mod error;
 pub mod exec;
 pub mod fs;
 mod host;
-mod pipes;
 pub mod provider;
 pub mod request;
 pub mod runtime;
 mod state;
-mod streams;
 pub mod worker;
 
 pub use error::SyncError;

@@ -92,17 +92,30 @@ pub struct SyncOutcome {
 
 /// A failed sync call, with the execs it used.
 #[derive(Debug, Clone)]
-pub struct Failed {
+pub struct SyncFailure {
     /// The error.
     pub error: SyncError,
     /// Sandbox execs started before the failure.
     pub execs: u64,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Direction {
+/// Which way a sync moves files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Host -> sandbox (`sync-in`).
     In,
+    /// Sandbox -> host (`sync-out`).
     Out,
+}
+
+impl Direction {
+    /// `"in"` or `"out"`, as telemetry and JSON name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::In => "in",
+            Direction::Out => "out",
+        }
+    }
 }
 
 impl Runtime {
@@ -116,8 +129,8 @@ impl Runtime {
         ops: &[SyncOperation],
         opts: &SyncOptions,
         backend: Arc<dyn ExecBackend>,
-    ) -> Result<SyncOutcome, Failed> {
-        self.call(Direction::In, ops, opts, backend).await
+    ) -> Result<SyncOutcome, SyncFailure> {
+        self.sync(Direction::In, ops, opts, backend).await
     }
 
     /// Sandbox -> host.
@@ -129,8 +142,23 @@ impl Runtime {
         ops: &[SyncOperation],
         opts: &SyncOptions,
         backend: Arc<dyn ExecBackend>,
-    ) -> Result<SyncOutcome, Failed> {
-        self.call(Direction::Out, ops, opts, backend).await
+    ) -> Result<SyncOutcome, SyncFailure> {
+        self.sync(Direction::Out, ops, opts, backend).await
+    }
+
+    /// One sync call in `dir`: grants, a fresh store, the call under its
+    /// hard deadline.
+    ///
+    /// # Errors
+    /// As [`Runtime::sync_in`].
+    pub async fn sync(
+        &self,
+        dir: Direction,
+        ops: &[SyncOperation],
+        opts: &SyncOptions,
+        backend: Arc<dyn ExecBackend>,
+    ) -> Result<SyncOutcome, SyncFailure> {
+        self.call(dir, ops, opts, backend).await
     }
 
     async fn call(
@@ -139,8 +167,8 @@ impl Runtime {
         ops: &[SyncOperation],
         opts: &SyncOptions,
         backend: Arc<dyn ExecBackend>,
-    ) -> Result<SyncOutcome, Failed> {
-        let fail = |error: SyncError| Failed { error, execs: 0 };
+    ) -> Result<SyncOutcome, SyncFailure> {
+        let fail = |error: SyncError| SyncFailure { error, execs: 0 };
         let grants = grant_all(dir, ops, opts).map_err(fail)?;
         let started = tokio::time::Instant::now();
         let timeout = opts.timeout.min(crate::exec::MAX_TIMEOUT);
@@ -170,10 +198,7 @@ impl Runtime {
                 Direction::Out => sync.call_sync_out(&mut store, &req, &handles).await,
             }
         };
-        let direction = match dir {
-            Direction::In => "in",
-            Direction::Out => "out",
-        };
+        let direction = dir.as_str();
         // Attribute names follow the seeds' startup telemetry.
         let span = tracing::info_span!(
             "sandbox_sync.sync",
@@ -201,7 +226,7 @@ impl Runtime {
                 "sync finished"
             )
         });
-        let failed = |error: SyncError| Failed { error, execs };
+        let failed = |error: SyncError| SyncFailure { error, execs };
         match result {
             Err(_) => Err(failed(SyncError::new(
                 ErrorKind::LimitExceeded,

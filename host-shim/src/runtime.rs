@@ -20,8 +20,8 @@ pub static EMBEDDED_COMPONENT: &[u8] = include_bytes!(env!("SANDBOX_SYNC_COMPONE
 /// for loading by path (`--component`) in tests and demos.
 pub const FALLBACK_COMPONENT_PATH: &str = env!("SANDBOX_SYNC_FALLBACK_COMPONENT");
 
-/// The WIT package version this host speaks (`major.minor` must match).
-pub const WIT_VERSION: &str = "0.2.0";
+/// Version of the WIT package this host speaks (defined once, in core).
+pub use sandbox_sync_core::WIT_VERSION;
 
 /// Capabilities every provider must declare.
 const REQUIRED_CAPABILITIES: &[&str] = &["sync-in", "sync-out"];
@@ -81,6 +81,17 @@ impl Runtime {
     /// See [`LoadError`].
     pub async fn embedded() -> Result<Self, LoadError> {
         Self::from_bytes(EMBEDDED_COMPONENT).await
+    }
+
+    /// The component at `path`, or the embedded one.
+    ///
+    /// # Errors
+    /// As [`Runtime::from_file`].
+    pub async fn load(path: Option<&Path>) -> Result<Self, LoadError> {
+        match path {
+            Some(p) => Self::from_file(p).await,
+            None => Self::embedded().await,
+        }
     }
 
     /// Loads a provider component from a `.wasm` file at run time.
@@ -283,6 +294,15 @@ mod tests {
             wit_version: wit.into(),
             capabilities: caps.iter().map(|c| c.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn wit_version_is_the_packages() {
+        let wit = include_str!("../../wit/provider.wit");
+        assert!(
+            wit.contains(&format!("package sandbox-sync:provider@{WIT_VERSION};")),
+            "wit/provider.wit and WIT_VERSION disagree"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 use sandbox_sync_tests::*;
 
-fn assert_confinement(err: &Failed, execs: u64) {
+fn assert_confinement(err: &SyncFailure, execs: u64) {
     assert_eq!(err.error.kind, ErrorKind::Confinement, "{}", err.error);
     assert_execs(err.execs, execs);
 }
@@ -220,7 +220,7 @@ fn reserved_scratch_names_are_refused(u: Env) {
 fn control_characters_in_sandbox_paths_are_refused(u: Env) {
     let sb = Sandbox::new(u);
     let src = sb.write_host("f", b"x");
-    let assert_invalid = |r: Result<SyncOutcome, Failed>, what: &str| {
+    let assert_invalid = |r: Result<SyncOutcome, SyncFailure>, what: &str| {
         let err = r.expect_err(what);
         assert_eq!(
             err.error.kind,

@@ -93,7 +93,7 @@ fn audit(dir: &Path) -> Vec<String> {
     found
 }
 
-fn run(name: &str, archive: &[u8], n: usize, uid: Option<u32>) -> Result<SyncOutcome, Failed> {
+fn run(name: &str, archive: &[u8], n: usize, uid: Option<u32>) -> Result<SyncOutcome, SyncFailure> {
     run_with(name, archive, n, uid, |o| {
         o.max_entries = 1000;
         o.max_metadata_bytes = 512 << 10;
@@ -108,7 +108,7 @@ fn run_with(
     n: usize,
     uid: Option<u32>,
     tune: impl FnOnce(&mut SyncOptions),
-) -> Result<SyncOutcome, Failed> {
+) -> Result<SyncOutcome, SyncFailure> {
     let c = case(n, archive);
     let backend = hostile_backend(uid);
     let mut opts = SyncOptions::new(c.remote.clone());

@@ -21,7 +21,7 @@ use std::sync::{Arc, OnceLock};
 
 use sandbox_sync_host::exec::local::LocalBackend;
 use sandbox_sync_host::exec::ExecBackend;
-pub use sandbox_sync_host::provider::Failed;
+pub use sandbox_sync_host::provider::SyncFailure;
 pub use sandbox_sync_host::{
     ErrorKind, FileMapping, MappingKind, OperationResult, PostUploadCommand, Runtime,
     SyncOperation, SyncOptions, SyncOutcome,
@@ -369,12 +369,12 @@ impl Sandbox {
         &self,
         ops: &[SyncOperation],
         backend: Arc<dyn ExecBackend>,
-    ) -> Result<SyncOutcome, Failed> {
+    ) -> Result<SyncOutcome, SyncFailure> {
         block_on(runtime().sync_in(ops, &self.options(), backend))
     }
 
     /// Sync-in with default options.
-    pub fn sync_in(&self, ops: &[SyncOperation]) -> Result<SyncOutcome, Failed> {
+    pub fn sync_in(&self, ops: &[SyncOperation]) -> Result<SyncOutcome, SyncFailure> {
         self.sync_in_with(ops, &self.options())
     }
 
@@ -383,12 +383,12 @@ impl Sandbox {
         &self,
         ops: &[SyncOperation],
         opts: &SyncOptions,
-    ) -> Result<SyncOutcome, Failed> {
+    ) -> Result<SyncOutcome, SyncFailure> {
         block_on(runtime().sync_in(ops, opts, self.backend()))
     }
 
     /// Sync-out with default options.
-    pub fn sync_out(&self, ops: &[SyncOperation]) -> Result<SyncOutcome, Failed> {
+    pub fn sync_out(&self, ops: &[SyncOperation]) -> Result<SyncOutcome, SyncFailure> {
         self.sync_out_with(ops, &self.options())
     }
 
@@ -397,7 +397,7 @@ impl Sandbox {
         &self,
         ops: &[SyncOperation],
         opts: &SyncOptions,
-    ) -> Result<SyncOutcome, Failed> {
+    ) -> Result<SyncOutcome, SyncFailure> {
         block_on(runtime().sync_out(ops, opts, self.backend()))
     }
 

@@ -3,20 +3,25 @@
 use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sandbox_sync_host::backend::BackendConfig;
 use sandbox_sync_host::cpspec::{parse_copy, Copy, Spec};
 use sandbox_sync_host::exec::counting::Counting;
-use sandbox_sync_host::exec::{ExecBackend, ExecRequest};
+use sandbox_sync_host::exec::{ExecBackend, ExecError, ExecRequest};
+use sandbox_sync_host::provider::Direction;
 use sandbox_sync_host::{
     ErrorKind, FileMapping, MappingKind, Runtime, SyncError, SyncOperation, SyncOptions,
+    SyncOutcome,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::cli::{backend_failure, KubeArgs, LocalArgs};
+
+mod progress;
 
 #[derive(Debug, Args)]
 pub struct CpArgs {
@@ -24,24 +29,12 @@ pub struct CpArgs {
     src: String,
     /// Destination, in the same forms; exactly one side is in a sandbox.
     dst: String,
-    /// Container (default: the pod's only container).
-    #[arg(short = 'c', long)]
-    container: Option<String>,
-    /// Namespace (default: the kubeconfig context's).
-    #[arg(short = 'n', long)]
-    namespace: Option<String>,
-    /// Kubeconfig context.
-    #[arg(long)]
-    context: Option<String>,
-    /// Kubeconfig file.
-    #[arg(long, value_name = "FILE")]
-    kubeconfig: Option<PathBuf>,
-    /// For `local:PATH`: chroot the local sandbox into DIR.
-    #[arg(long, value_name = "DIR")]
-    sandbox_root: Option<PathBuf>,
-    /// For `local:PATH`: run as this uid.
-    #[arg(long, value_name = "UID")]
-    sandbox_user: Option<u32>,
+    /// For `POD:PATH`.
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// For `local:PATH`.
+    #[command(flatten)]
+    local: LocalArgs,
     /// Confine the sandbox side under this dir (default: its parent).
     #[arg(long)]
     remote_dir: Option<String>,
@@ -66,8 +59,6 @@ pub struct CpArgs {
     /// Print the result as JSON on stdout (schema in the README).
     #[arg(long)]
     json: bool,
-    #[arg(long, default_value_t = 0, hide = true)]
-    exec_latency_ms: u64,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -116,32 +107,11 @@ fn absolute(p: &str) -> PathBuf {
     std::path::absolute(&p).unwrap_or(p)
 }
 
-/// Total bytes and files under a host path.
-fn host_size(p: &Path) -> (u64, u64) {
-    let mut stack = vec![p.to_path_buf()];
-    let (mut bytes, mut files) = (0, 0);
-    while let Some(p) = stack.pop() {
-        let Ok(m) = std::fs::symlink_metadata(&p) else {
-            continue;
-        };
-        if m.is_dir() {
-            stack.extend(
-                std::fs::read_dir(&p)
-                    .into_iter()
-                    .flatten()
-                    .flatten()
-                    .map(|e| e.path()),
-            );
-        } else {
-            files += 1;
-            bytes += m.len();
-        }
-    }
-    (bytes, files)
-}
-
 /// Asks the sandbox whether `path` is a file or a directory (one exec).
-async fn probe_kind(backend: &dyn ExecBackend, path: &str) -> anyhow::Result<Option<MappingKind>> {
+async fn probe_kind(
+    backend: &dyn ExecBackend,
+    path: &str,
+) -> Result<Option<MappingKind>, ExecError> {
     let req = ExecRequest {
         argv: vec![
             "/bin/sh".into(),
@@ -156,7 +126,11 @@ async fn probe_kind(backend: &dyn ExecBackend, path: &str) -> anyhow::Result<Opt
     };
     let mut p = backend.start(req).await?;
     let mut out = String::new();
-    (&mut p.stdout).take(16).read_to_string(&mut out).await?;
+    (&mut p.stdout)
+        .take(16)
+        .read_to_string(&mut out)
+        .await
+        .map_err(ExecError::Wait)?;
     let _ = p.stdin.shutdown().await;
     p.control.wait().await?;
     Ok(match out.trim() {
@@ -166,14 +140,23 @@ async fn probe_kind(backend: &dyn ExecBackend, path: &str) -> anyhow::Result<Opt
     })
 }
 
-pub async fn run(a: CpArgs) -> ExitCode {
-    let copy = match parse_copy(&a.src, &a.dst) {
-        Ok(c) => c,
-        Err(e) => return usage(e),
-    };
-    let (sandbox, host, inbound) = match copy {
-        Copy::In { host, sandbox } => (sandbox, host, true),
-        Copy::Out { sandbox, host } => (sandbox, host, false),
+/// What a `cp` invocation means, once its specs are parsed.
+struct CopyPlan {
+    direction: Direction,
+    config: BackendConfig,
+    sandbox_path: String,
+    host_path: PathBuf,
+    /// The sandbox side, for messages (`pod ns/p:/x`, `local:/x`).
+    where_: String,
+    remote_dir: String,
+}
+
+/// Parses the specs and flags; a usage error is `Err` (already printed).
+fn resolve(a: &CpArgs) -> Result<CopyPlan, ExitCode> {
+    let copy = parse_copy(&a.src, &a.dst).map_err(usage)?;
+    let (sandbox, host, direction) = match copy {
+        Copy::In { host, sandbox } => (sandbox, host, Direction::In),
+        Copy::Out { sandbox, host } => (sandbox, host, Direction::Out),
     };
     let (config, sandbox_path, where_) = match sandbox {
         Spec::Pod {
@@ -181,87 +164,85 @@ pub async fn run(a: CpArgs) -> ExitCode {
             pod,
             path,
         } => {
-            if a.sandbox_root.is_some() || a.sandbox_user.is_some() {
-                return usage("--sandbox-root and --sandbox-user apply to local:PATH");
+            if a.local.any() {
+                return Err(usage(
+                    "--sandbox-root and --sandbox-user apply to local:PATH",
+                ));
             }
-            let ns = namespace.or_else(|| a.namespace.clone());
+            let config = a.kube.config(namespace, pod.clone());
+            let ns = match &config {
+                BackendConfig::Kube { namespace, .. } => namespace.clone(),
+                BackendConfig::Local { .. } => None,
+            };
             let label = format!(
                 "pod {}{pod}:{path}",
                 ns.as_deref().map(|n| format!("{n}/")).unwrap_or_default()
             );
-            (
-                BackendConfig::Kube {
-                    namespace: ns,
-                    pod,
-                    container: a.container.clone(),
-                    kubeconfig: a.kubeconfig.clone(),
-                    context: a.context.clone(),
-                },
-                path,
-                label,
-            )
+            (config, path, label)
         }
-        Spec::Local(path) => (
-            BackendConfig::Local {
-                sandbox_root: a.sandbox_root.clone(),
-                user: a.sandbox_user,
-                exec_latency: Duration::from_millis(a.exec_latency_ms),
-            },
-            path.clone(),
-            format!("local:{path}"),
-        ),
-        Spec::Host(_) => return usage("internal: no sandbox side"),
+        Spec::Local(path) => (a.local.config(), path.clone(), format!("local:{path}")),
+        Spec::Host(_) => return Err(usage("internal: no sandbox side")),
     };
     let remote_dir = match &a.remote_dir {
         Some(d) => d.clone(),
         None => match Path::new(&sandbox_path).parent().map(|p| p.display().to_string()) {
             Some(p) if p != "/" => p,
-            _ => return usage(format!("{sandbox_path} is directly under /: pass --remote-dir to say what it is confined to")),
+            _ => {
+                return Err(usage(format!(
+                    "{sandbox_path} is directly under /: pass --remote-dir to say what it is confined to"
+                )))
+            }
         },
     };
-    let backend = match config.build().await {
+    Ok(CopyPlan {
+        direction,
+        config,
+        sandbox_path,
+        host_path: absolute(&host),
+        where_,
+        remote_dir,
+    })
+}
+
+/// Whether the source is a file or a directory (the sandbox is asked).
+async fn source_kind(plan: &CopyPlan, backend: &dyn ExecBackend) -> Result<MappingKind, SyncError> {
+    match plan.direction {
+        Direction::In => match std::fs::metadata(&plan.host_path) {
+            Ok(m) if m.is_dir() => Ok(MappingKind::Directory),
+            Ok(_) => Ok(MappingKind::File),
+            Err(_) => Err(SyncError::new(
+                ErrorKind::InvalidRequest,
+                format!("source {} does not exist", plan.host_path.display()),
+            )),
+        },
+        Direction::Out => match probe_kind(backend, &plan.sandbox_path).await {
+            Ok(Some(k)) => Ok(k),
+            Ok(None) => Err(SyncError::new(
+                ErrorKind::InvalidRequest,
+                format!("source {} does not exist", plan.where_),
+            )),
+            Err(e) => Err(SyncError::new(ErrorKind::Transport, format!("{e:#}"))),
+        },
+    }
+}
+
+pub async fn run(a: CpArgs) -> ExitCode {
+    let plan = match resolve(&a) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let backend = match plan.config.build().await {
         Ok(b) => b,
-        Err(e) => return usage(format!("{e:#}")),
+        Err(e) => return backend_failure(&e),
     };
-    let host_path = absolute(&host);
-    let kind = if inbound {
-        match std::fs::metadata(&host_path) {
-            Ok(m) if m.is_dir() => MappingKind::Directory,
-            Ok(_) => MappingKind::File,
-            Err(_) => {
-                return fail(
-                    a.json,
-                    &SyncError::new(
-                        ErrorKind::InvalidRequest,
-                        format!("source {} does not exist", host_path.display()),
-                    ),
-                )
-            }
-        }
-    } else {
-        match probe_kind(backend.as_ref(), &sandbox_path).await {
-            Ok(Some(k)) => k,
-            Ok(None) => {
-                return fail(
-                    a.json,
-                    &SyncError::new(
-                        ErrorKind::InvalidRequest,
-                        format!("source {where_} does not exist"),
-                    ),
-                )
-            }
-            Err(e) => {
-                return fail(
-                    a.json,
-                    &SyncError::new(ErrorKind::Transport, format!("{e:#}")),
-                )
-            }
-        }
+    let kind = match source_kind(&plan, backend.as_ref()).await {
+        Ok(k) => k,
+        Err(e) => return fail(a.json, &e),
     };
-    let (source, target) = if inbound {
-        (host_path.display().to_string(), sandbox_path.clone())
-    } else {
-        (sandbox_path.clone(), host_path.display().to_string())
+    let host = plan.host_path.display().to_string();
+    let (source, target) = match plan.direction {
+        Direction::In => (host, plan.sandbox_path.clone()),
+        Direction::Out => (plan.sandbox_path.clone(), host),
     };
     let ops = [SyncOperation {
         operation_id: "cp".into(),
@@ -275,11 +256,7 @@ pub async fn run(a: CpArgs) -> ExitCode {
         }],
         post_upload_commands: None,
     }];
-    let runtime = match &a.component {
-        Some(p) => Runtime::from_file(p).await,
-        None => Runtime::embedded().await,
-    };
-    let runtime = match runtime {
+    let runtime = match Runtime::load(a.component.as_deref()).await {
         Ok(r) => r,
         Err(e) => {
             return fail(
@@ -290,99 +267,68 @@ pub async fn run(a: CpArgs) -> ExitCode {
     };
     let counting = Arc::new(Counting::new(backend));
     let counters = counting.counters();
-    let mut opts = SyncOptions::new(remote_dir);
+    let mut opts = SyncOptions::new(plan.remote_dir.clone());
     opts.timeout = Duration::from_millis(a.timeout_ms);
     let started = Instant::now();
-    let done = Arc::new(AtomicBool::new(false));
-    let progress = (!a.quiet && !a.json && std::io::stderr().is_terminal()).then(|| {
-        let (total, files) = if inbound {
-            host_size(&host_path)
-        } else {
-            (0, 0)
-        };
-        let done = Arc::clone(&done);
-        let counters = Arc::clone(&counters);
-        tokio::spawn(async move {
-            // Only transfers that last more than about a second get a bar.
-            tokio::time::sleep(Duration::from_millis(900)).await;
-            if done.load(Ordering::SeqCst) {
-                return;
-            }
-            let pb = if inbound {
-                let pb = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
-                if let Ok(style) = ProgressStyle::with_template(
-                    "{spinner} {bytes}/{total_bytes} {wide_bar} {bytes_per_sec} ETA {eta} {msg}",
-                ) {
-                    pb.set_style(style);
-                }
-                pb.set_message(format!("{files} files"));
-                pb
-            } else {
-                let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-                if let Ok(style) =
-                    ProgressStyle::with_template("{spinner} {bytes} {bytes_per_sec} {msg}")
-                {
-                    pb.set_style(style);
-                }
-                pb.set_message("receiving");
-                pb
-            };
-            while !done.load(Ordering::SeqCst) {
-                let n = if inbound {
-                    counters.sent.load(Ordering::Relaxed)
-                } else {
-                    counters.received.load(Ordering::Relaxed)
-                };
-                pb.set_position(n);
-                pb.tick();
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            pb.finish_and_clear();
-        })
-    });
-    let result = if inbound {
-        runtime.sync_in(&ops, &opts, counting).await
-    } else {
-        runtime.sync_out(&ops, &opts, counting).await
-    };
-    done.store(true, Ordering::SeqCst);
-    if let Some(p) = progress {
-        let _ = p.await;
-    }
-    let elapsed = started.elapsed();
+    let show = !a.quiet && !a.json && std::io::stderr().is_terminal();
+    let progress =
+        progress::Progress::start(show, plan.direction, &plan.host_path, Arc::clone(&counters));
+    let result = runtime.sync(plan.direction, &ops, &opts, counting).await;
+    progress.finish().await;
     match result {
         Ok(out) => {
-            let r = out.operations.first();
-            let (files, bytes) = r
-                .map(|r| (r.files_transferred, r.bytes_transferred))
-                .unwrap_or_default();
             let wire =
                 counters.sent.load(Ordering::Relaxed) + counters.received.load(Ordering::Relaxed);
-            if a.json {
-                println!(
-                    "{}",
-                    serde_json::json!({
-                        "direction": if inbound { "in" } else { "out" },
-                        "source": source, "target": target,
-                        "kind": if kind == MappingKind::Directory { "directory" } else { "file" },
-                        "filesTransferred": files, "bytesTransferred": bytes,
-                        "wireBytes": wire, "execs": out.execs,
-                        "elapsedMs": elapsed.as_millis() as u64,
-                    })
-                );
-            } else if !a.quiet {
-                let dir = if inbound {
-                    format!("to {where_}")
-                } else {
-                    format!("from {where_}")
-                };
-                eprintln!(
-                    "copied {files} file(s), {bytes} bytes {dir} in {:.2?} ({} exec)",
-                    elapsed, out.execs
-                );
-            }
+            report(
+                &a,
+                &plan,
+                &out,
+                kind,
+                (&source, &target),
+                wire,
+                started.elapsed(),
+            );
             ExitCode::SUCCESS
         }
         Err(f) => fail(a.json, &f.error),
+    }
+}
+
+/// Prints what a finished copy did: JSON on stdout, or a line on stderr.
+fn report(
+    a: &CpArgs,
+    plan: &CopyPlan,
+    out: &SyncOutcome,
+    kind: MappingKind,
+    (source, target): (&str, &str),
+    wire: u64,
+    elapsed: Duration,
+) {
+    let (files, bytes) = out
+        .operations
+        .first()
+        .map(|r| (r.files_transferred, r.bytes_transferred))
+        .unwrap_or_default();
+    if a.json {
+        println!(
+            "{}",
+            serde_json::json!({
+                "direction": plan.direction.as_str(),
+                "source": source, "target": target,
+                "kind": if kind == MappingKind::Directory { "directory" } else { "file" },
+                "filesTransferred": files, "bytesTransferred": bytes,
+                "wireBytes": wire, "execs": out.execs,
+                "elapsedMs": elapsed.as_millis() as u64,
+            })
+        );
+    } else if !a.quiet {
+        let dir = match plan.direction {
+            Direction::In => format!("to {}", plan.where_),
+            Direction::Out => format!("from {}", plan.where_),
+        };
+        eprintln!(
+            "copied {files} file(s), {bytes} bytes {dir} in {:.2?} ({} exec)",
+            elapsed, out.execs
+        );
     }
 }

@@ -9,6 +9,7 @@ pub mod counting;
 #[cfg(feature = "kube")]
 pub mod kube;
 pub mod local;
+pub(crate) mod pipes;
 pub mod scripted;
 
 use std::future::Future;
@@ -62,6 +63,19 @@ pub enum ExecError {
     /// The backend cannot run this request.
     #[error("{0}")]
     Unsupported(String),
+    /// A backend's own typed error before the process ran (a kube
+    /// [`kube::KubeError`], say; `downcast_ref` gets it back).
+    #[error("failed to start {program}: {source}")]
+    BackendStart {
+        /// What was started.
+        program: String,
+        /// The backend's error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// A backend's own typed error while or after the process ran.
+    #[error("failed to wait for the sandbox process: {0}")]
+    BackendWait(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// A sandbox process's stdin.

@@ -12,6 +12,7 @@
 use std::collections::VecDeque;
 use std::future::poll_fn;
 use std::io::{self, IoSlice, Read};
+use std::os::unix::fs::MetadataExt;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Poll, Waker};
@@ -19,7 +20,10 @@ use std::task::{Context, Poll, Waker};
 use bytes::{Bytes, BytesMut};
 use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamError, StreamResult};
 
+use crate::bindings::host_fs::FsError;
+use crate::bindings::sandbox_exec::{FileSend, SendError};
 use crate::exec::SandboxStdin;
+use crate::fs::GrantedDir;
 
 /// Bytes that may wait in the stdin queue before writers must wait.
 const STDIN_QUEUE: usize = 1 << 20;
@@ -57,7 +61,7 @@ impl PipeState {
 
 /// Why [`ExecStdin::send_file`] stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum SendFail {
+pub enum PipeError {
     /// Reading the host file failed.
     #[error("{0}")]
     Read(io::Error),
@@ -162,15 +166,15 @@ impl StdinPipe {
     }
 
     /// Fails with the pipe's error once it no longer works.
-    fn ensure_open(&mut self) -> Result<(), SendFail> {
+    fn ensure_open(&mut self) -> Result<(), PipeError> {
         match self.state {
             PipeState::Open => Ok(()),
             PipeState::Failed(_) => Err(self.stdin_error()),
         }
     }
 
-    fn stdin_error(&mut self) -> SendFail {
-        SendFail::Stdin(match self.state.check() {
+    fn stdin_error(&mut self) -> PipeError {
+        PipeError::Stdin(match self.state.check() {
             Err(StreamError::LastOperationFailed(e)) => format!("{e:#}"),
             _ => "stdin closed".into(),
         })
@@ -214,7 +218,7 @@ impl ExecStdin {
     }
 
     /// Queues `bytes`, waiting for room as needed.
-    pub async fn write_all(&self, mut bytes: Bytes) -> Result<(), SendFail> {
+    pub async fn write_all(&self, mut bytes: Bytes) -> Result<(), PipeError> {
         while !bytes.is_empty() {
             let room = self.room().await;
             self.queue(bytes.split_to(room.min(bytes.len())))?;
@@ -228,7 +232,7 @@ impl ExecStdin {
     }
 
     /// Queues `bytes`, which must fit the room [`ExecStdin::room`] reported.
-    fn queue(&self, bytes: Bytes) -> Result<(), SendFail> {
+    fn queue(&self, bytes: Bytes) -> Result<(), PipeError> {
         let mut pipe = self.pipe();
         pipe.ensure_open()?;
         pipe.push(bytes);
@@ -237,7 +241,7 @@ impl ExecStdin {
 
     /// Appends exactly `len` bytes of `file` (from its current offset).
     /// Returns how many it found; fewer means the file ended early.
-    pub async fn send_file(&self, file: &std::fs::File, len: u64) -> Result<u64, SendFail> {
+    pub async fn send_file(&self, file: &std::fs::File, len: u64) -> Result<u64, PipeError> {
         let mut left = len;
         if len >= SPLICE_MIN {
             // Bytes already queued go first.
@@ -283,7 +287,7 @@ impl ExecStdin {
             let n = loop {
                 match (&*file).read(&mut buf) {
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    other => break other.map_err(SendFail::Read)?,
+                    other => break other.map_err(PipeError::Read)?,
                 }
             };
             if n == 0 {
@@ -294,6 +298,63 @@ impl ExecStdin {
             left -= n as u64;
         }
         Ok(len - left)
+    }
+
+    /// Appends each file's prefix and then exactly its planned bytes (the
+    /// WIT `send-files`). Each file is opened from `source` and checked on
+    /// the handle that was read: the bytes sent are that file's, and it
+    /// still is the planned device and inode with the planned size and
+    /// mtime, or the send stops with `source-changed`.
+    pub async fn send_files(
+        &self,
+        source: &GrantedDir,
+        files: Vec<FileSend>,
+    ) -> Result<(), SendError> {
+        for f in files {
+            self.write_all(f.prefix.into())
+                .await
+                .map_err(|e| e.for_file(&f.path))?;
+            let changed = |why: &str| {
+                SendError::SourceChanged(format!(
+                    "source file {} {why} while it was being sent",
+                    f.path
+                ))
+            };
+            let file = source.open_file(&f.path).map_err(|e| match e {
+                FsError::NotFound(_) => changed("disappeared"),
+                _ => changed("was replaced"),
+            })?;
+            let sent = self
+                .send_file(&file, f.size)
+                .await
+                .map_err(|e| e.for_file(&f.path))?;
+            if sent < f.size {
+                return Err(changed("shrank"));
+            }
+            let now = file
+                .metadata()
+                .map_err(|e| PipeError::Read(e).for_file(&f.path))?;
+            if (now.dev(), now.ino()) != (f.device, f.inode) {
+                return Err(changed("was replaced"));
+            }
+            if now.len() != f.size
+                || now.mtime() != f.mtime_sec
+                || u32::try_from(now.mtime_nsec()).ok() != Some(f.mtime_nsec)
+            {
+                return Err(changed("changed"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl PipeError {
+    /// The WIT error for a failure while sending the file at `path`.
+    fn for_file(self, path: &str) -> SendError {
+        match self {
+            PipeError::Read(e) => SendError::ReadFailed(format!("failed to read {path}: {e}")),
+            PipeError::Stdin(m) => SendError::StdinFailed(m),
+        }
     }
 }
 
@@ -560,7 +621,7 @@ mod tests {
         let (file, _) = random_file(1 << 20);
         assert!(matches!(
             stdin.send_file(file.as_file(), 1 << 20).await,
-            Err(SendFail::Stdin(_))
+            Err(PipeError::Stdin(_))
         ));
         // Queued: the flush finds the pipe closed.
         let (stdin, rx) = pipe_stdin();

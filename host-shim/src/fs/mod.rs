@@ -36,9 +36,10 @@ use sandbox_sync_core::sandbox_path::is_clean_relative;
 use sandbox_sync_core::SCRATCH_PREFIX;
 
 use crate::bindings::host_fs::{DirEntry, DirEntryStat, EntryKind, FsError, Metadata};
-use crate::streams::{FileInputStream, FileOutputStream};
-
 mod replace;
+pub(crate) mod streams;
+
+use streams::{FileInputStream, FileOutputStream};
 
 /// A directory capability handed to the component.
 pub struct GrantedDir {
@@ -539,9 +540,9 @@ fn fs_error(path: &str, e: &io::Error) -> FsError {
         io::ErrorKind::AlreadyExists => FsError::AlreadyExists(m),
         io::ErrorKind::PermissionDenied => FsError::NotPermitted(m),
         io::ErrorKind::StorageFull => FsError::NoSpace(m),
-        _ if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error())
-            || e.to_string().contains("outside of the filesystem") =>
-        {
+        // cap-std reports an escape as PermissionDenied (above); openat2's
+        // RESOLVE_BENEATH reports one as EXDEV.
+        _ if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => {
             FsError::NotPermitted(m)
         }
         _ => FsError::Io(m),

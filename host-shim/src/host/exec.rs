@@ -1,19 +1,18 @@
 //! `sandbox-sync:provider/sandbox-exec` for the component.
 
-use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
-use crate::bindings::host_fs::FsError;
+use super::SendFailure;
 use crate::bindings::sandbox_exec::{
     ExecOptions, ExecStatus, FileSend, Host, HostExecution, SendError,
 };
+use crate::exec::pipes::{ExecStdin, ExecStdout, WeakStdin};
 use crate::exec::{Control, ExecRequest};
 use crate::fs::GrantedDir;
-use crate::pipes::{ExecStdin, ExecStdout, SendFail, WeakStdin};
 use crate::state::ShimState;
 
 /// A running sandbox process, as a component resource.
@@ -28,6 +27,13 @@ pub struct Execution {
 }
 
 impl Host for ShimState {
+    fn convert_send_error(&mut self, err: SendFailure) -> wasmtime::Result<SendError> {
+        match err {
+            SendFailure::Send(e) => Ok(e),
+            SendFailure::Trap(e) => Err(e),
+        }
+    }
+
     async fn start(
         &mut self,
         argv: Vec<String>,
@@ -95,50 +101,14 @@ impl HostExecution for ShimState {
         this: Resource<Execution>,
         source: Resource<GrantedDir>,
         files: Vec<FileSend>,
-    ) -> wasmtime::Result<Result<(), SendError>> {
+    ) -> Result<(), SendFailure> {
         let exec = self.table.get(&this)?;
         let pipe = match (&exec.stdin, exec.pipe.upgrade()) {
             (None, Some(pipe)) => pipe,
-            (Some(_), _) => return Ok(Err(SendError::StdinFailed("take stdin first".into()))),
-            (None, None) => return Ok(Err(SendError::StdinFailed("stdin was closed".into()))),
+            (Some(_), _) => return Err(SendError::StdinFailed("take stdin first".into()).into()),
+            (None, None) => return Err(SendError::StdinFailed("stdin was closed".into()).into()),
         };
-        for f in files {
-            if let Err(e) = pipe.write_all(f.prefix.into()).await {
-                return Ok(Err(send_error(&f.path, e)));
-            }
-            let changed = |why: &str| {
-                SendError::SourceChanged(format!(
-                    "source file {} {why} while it was being sent",
-                    f.path
-                ))
-            };
-            let file = match self.table.get(&source)?.open_file(&f.path) {
-                Ok(file) => file,
-                Err(FsError::NotFound(_)) => return Ok(Err(changed("disappeared"))),
-                Err(_) => return Ok(Err(changed("was replaced"))),
-            };
-            match pipe.send_file(&file, f.size).await {
-                Ok(n) if n < f.size => return Ok(Err(changed("shrank"))),
-                Ok(_) => {}
-                Err(e) => return Ok(Err(send_error(&f.path, e))),
-            }
-            // Checked on the handle that was read: the bytes sent are that
-            // file's, and it still is exactly what was planned.
-            let now = match file.metadata() {
-                Ok(m) => m,
-                Err(e) => return Ok(Err(send_error(&f.path, SendFail::Read(e)))),
-            };
-            if (now.dev(), now.ino()) != (f.device, f.inode) {
-                return Ok(Err(changed("was replaced")));
-            }
-            if now.len() != f.size
-                || now.mtime() != f.mtime_sec
-                || u32::try_from(now.mtime_nsec()).ok() != Some(f.mtime_nsec)
-            {
-                return Ok(Err(changed("changed")));
-            }
-        }
-        Ok(Ok(()))
+        Ok(pipe.send_files(self.table.get(&source)?, files).await?)
     }
 
     async fn abort(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {
@@ -166,12 +136,5 @@ impl HostExecution for ShimState {
         let mut exec = self.table.delete(this)?;
         exec.control.abort();
         Ok(())
-    }
-}
-
-fn send_error(path: &str, e: SendFail) -> SendError {
-    match e {
-        SendFail::Read(e) => SendError::ReadFailed(format!("failed to read {path}: {e}")),
-        SendFail::Stdin(m) => SendError::StdinFailed(m),
     }
 }

@@ -1,15 +1,24 @@
-//! `sandbox-sync:provider/host-fs` for the component.
+//! `sandbox-sync:provider/host-fs` for the component: look up the grant,
+//! delegate to [`GrantedDir`], `?`.
 
 use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
+use super::FsFailure;
 use crate::bindings::host_fs::{DirEntry, DirEntryStat, FsError, Host, HostGrantedDir, Metadata};
 use crate::fs::GrantedDir;
 use crate::state::ShimState;
 
-type FsResult<T> = wasmtime::Result<Result<T, FsError>>;
+type FsResult<T> = Result<T, FsFailure>;
 
-impl Host for ShimState {}
+impl Host for ShimState {
+    fn convert_fs_error(&mut self, err: FsFailure) -> wasmtime::Result<FsError> {
+        match err {
+            FsFailure::Fs(e) => Ok(e),
+            FsFailure::Trap(e) => Err(e),
+        }
+    }
+}
 
 impl HostGrantedDir for ShimState {
     async fn writable(&mut self, this: Resource<GrantedDir>) -> wasmtime::Result<bool> {
@@ -17,7 +26,7 @@ impl HostGrantedDir for ShimState {
     }
 
     async fn stat(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<Metadata> {
-        Ok(self.table.get(&this)?.stat(&path))
+        Ok(self.table.get(&this)?.stat(&path)?)
     }
 
     async fn stat_follow(
@@ -25,7 +34,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Metadata> {
-        Ok(self.table.get(&this)?.stat_follow(&path))
+        Ok(self.table.get(&this)?.stat_follow(&path)?)
     }
 
     async fn read_dir(
@@ -33,7 +42,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Vec<DirEntry>> {
-        Ok(self.table.get(&this)?.read_dir(&path))
+        Ok(self.table.get(&this)?.read_dir(&path)?)
     }
 
     async fn read_dir_stat(
@@ -41,7 +50,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Vec<DirEntryStat>> {
-        Ok(self.table.get(&this)?.read_dir_stat(&path))
+        Ok(self.table.get(&this)?.read_dir_stat(&path)?)
     }
 
     async fn open_read(
@@ -49,13 +58,8 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Resource<DynInputStream>> {
-        match self.table.get(&this)?.open_read(&path) {
-            Ok(s) => {
-                let s: DynInputStream = Box::new(s);
-                Ok(Ok(self.table.push(s)?))
-            }
-            Err(e) => Ok(Err(e)),
-        }
+        let s: DynInputStream = Box::new(self.table.get(&this)?.open_read(&path)?);
+        Ok(self.table.push(s)?)
     }
 
     async fn create_exclusive(
@@ -64,17 +68,12 @@ impl HostGrantedDir for ShimState {
         path: String,
         mode: u32,
     ) -> FsResult<Resource<DynOutputStream>> {
-        match self.table.get(&this)?.create_exclusive(&path, mode) {
-            Ok(s) => {
-                let s: DynOutputStream = Box::new(s);
-                Ok(Ok(self.table.push(s)?))
-            }
-            Err(e) => Ok(Err(e)),
-        }
+        let s: DynOutputStream = Box::new(self.table.get(&this)?.create_exclusive(&path, mode)?);
+        Ok(self.table.push(s)?)
     }
 
     async fn mkdir(&mut self, this: Resource<GrantedDir>, path: String, mode: u32) -> FsResult<()> {
-        Ok(self.table.get(&this)?.mkdir(&path, mode))
+        Ok(self.table.get(&this)?.mkdir(&path, mode)?)
     }
 
     async fn symlink(
@@ -83,7 +82,7 @@ impl HostGrantedDir for ShimState {
         target: String,
         path: String,
     ) -> FsResult<()> {
-        Ok(self.table.get(&this)?.symlink(&target, &path))
+        Ok(self.table.get(&this)?.symlink(&target, &path)?)
     }
 
     async fn hard_link(
@@ -92,7 +91,7 @@ impl HostGrantedDir for ShimState {
         existing: String,
         path: String,
     ) -> FsResult<()> {
-        Ok(self.table.get(&this)?.hard_link(&existing, &path))
+        Ok(self.table.get(&this)?.hard_link(&existing, &path)?)
     }
 
     async fn rename(
@@ -101,7 +100,7 @@ impl HostGrantedDir for ShimState {
         src: String,
         dst: String,
     ) -> FsResult<()> {
-        Ok(self.table.get(&this)?.rename(&src, &dst))
+        Ok(self.table.get(&this)?.rename(&src, &dst)?)
     }
 
     async fn set_mode(
@@ -110,7 +109,7 @@ impl HostGrantedDir for ShimState {
         path: String,
         mode: u32,
     ) -> FsResult<()> {
-        Ok(self.table.get(&this)?.set_mode(&path, mode))
+        Ok(self.table.get(&this)?.set_mode(&path, mode)?)
     }
 
     async fn set_mtime(
@@ -120,19 +119,19 @@ impl HostGrantedDir for ShimState {
         sec: i64,
         nsec: u32,
     ) -> FsResult<()> {
-        Ok(self.table.get(&this)?.set_mtime(&path, sec, nsec))
+        Ok(self.table.get(&this)?.set_mtime(&path, sec, nsec)?)
     }
 
     async fn remove(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<()> {
-        Ok(self.table.get(&this)?.remove(&path))
+        Ok(self.table.get(&this)?.remove(&path)?)
     }
 
     async fn sync(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<()> {
-        Ok(self.table.get(&this)?.sync(&path))
+        Ok(self.table.get(&this)?.sync(&path)?)
     }
 
     async fn replace_with(&mut self, this: Resource<GrantedDir>, staged: String) -> FsResult<()> {
-        Ok(self.table.get_mut(&this)?.replace_with(&staged))
+        Ok(self.table.get_mut(&this)?.replace_with(&staged)?)
     }
 
     async fn drop(&mut self, this: Resource<GrantedDir>) -> wasmtime::Result<()> {
