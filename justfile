@@ -4,7 +4,8 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 
 # The instrumented fuzz build lives beside the main one (and so is cached
 # wherever CI keeps CARGO_TARGET_DIR).
-fuzz_target_dir := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "target") / "fuzz"
+target_dir := env_var_or_default("CARGO_TARGET_DIR", justfile_directory() / "target")
+fuzz_target_dir := target_dir / "fuzz"
 
 # List recipes.
 default:
@@ -52,9 +53,10 @@ lint:
     cargo clippy --locked --all-targets -- -D warnings
     cargo clippy --locked -p sandbox-sync-driver -p sandbox-sync-component -p sandbox-sync-base64-fallback --target wasm32-wasip2 -- -D warnings
 
-# Build the release binary (embeds the component).
+# Build the binary that ships (embeds the component; stripped): target/dist/sandbox-sync.
 build:
-    cargo build --release --locked -p sandbox-sync-host
+    cargo build --profile dist --locked -p sandbox-sync-host
+    @ls -lh {{target_dir}}/dist/sandbox-sync
 
 # Both provider components on their own, for `--component`.
 components:

@@ -1,5 +1,6 @@
-//! Builds the provider component (`guest/component`) for `wasm32-wasip2` and
-//! hands its path to the crate, which embeds it with `include_bytes!`.
+//! Builds both provider components (`guest/component`, the embedded tar
+//! stream, and `guest/base64-fallback`) for `wasm32-wasip2` and hands their
+//! paths to the crate, which embeds the first with `include_bytes!`.
 //!
 //! The guest gets its own target directory so this nested cargo never waits
 //! on the lock the outer build holds.
@@ -40,6 +41,7 @@ fn main() {
                 .map(|t| t.join("guest"))
                 .unwrap_or_else(|| workspace.join("target/guest"))
         });
+    require_wasm_target();
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let status = Command::new(cargo)
         .current_dir(&workspace)
@@ -58,9 +60,14 @@ fn main() {
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_BUILD_TARGET")
         .env_remove("CARGO_PROFILE_RELEASE_DEBUG")
-        .status()
-        .expect("failed to run cargo for the guest component");
-    assert!(status.success(), "building the guest component failed");
+        .status();
+    match status {
+        Ok(s) if s.success() => {}
+        Ok(_) => fail("building the guest components failed (see the errors above)"),
+        Err(e) => fail(&format!(
+            "could not run cargo for the guest components: {e}"
+        )),
+    }
     for (var, file) in [
         ("SANDBOX_SYNC_COMPONENT", "sandbox_sync_component.wasm"),
         (
@@ -69,11 +76,38 @@ fn main() {
         ),
     ] {
         let wasm = target_dir.join("wasm32-wasip2/guest").join(file);
-        assert!(
-            wasm.exists(),
-            "guest component missing at {}",
-            wasm.display()
-        );
+        if !wasm.exists() {
+            fail(&format!("guest component missing at {}", wasm.display()));
+        }
         println!("cargo:rustc-env={var}={}", wasm.display());
+    }
+}
+
+/// Stops the build with one clear message (a panic would add a backtrace
+/// that says nothing about what to do).
+fn fail(message: &str) -> ! {
+    eprintln!("error: {message}");
+    std::process::exit(1);
+}
+
+/// The guests need the `wasm32-wasip2` standard library. rust-toolchain.toml
+/// lists the target, so rustup installs it with the toolchain; a toolchain
+/// installed otherwise may lack it.
+fn require_wasm_target() {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    if let Some(root) = sysroot {
+        if !root.join("lib/rustlib/wasm32-wasip2").exists() {
+            fail(
+                "the wasm32-wasip2 target is not installed for this toolchain, and the \
+                 provider components are built for it. Run `rustup target add wasm32-wasip2` \
+                 (or `.ci/run`, which installs everything the build needs), then build again.",
+            );
+        }
     }
 }

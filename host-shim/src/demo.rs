@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use sandbox_sync_host::exec::local::LocalBackend;
 use sandbox_sync_host::exec::ExecBackend;
 use sandbox_sync_host::{
-    FileMapping, MappingKind, PostUploadCommand, Runtime, SyncOperation, SyncOptions,
+    FileMapping, MappingKind, PostUploadCommand, Runtime, SyncOperation, SyncOptions, SyncOutcome,
 };
 
 pub async fn run() -> anyhow::Result<()> {
@@ -35,7 +35,7 @@ pub async fn run() -> anyhow::Result<()> {
                 "/workspace".into(),
                 root.join("workspace"),
                 format!(
-                    "a BusyBox sandbox root at {} (new mount+PID namespaces, uid 65534)",
+                    "a BusyBox sandbox root at {} (jailed: own namespaces, pivot_root, uid 65534)",
                     root.display()
                 ),
             ),
@@ -58,8 +58,11 @@ pub async fn run() -> anyhow::Result<()> {
         .context("loading the provider component")?;
     let info = runtime.info();
     println!(
-        "provider: {} {} (WIT {}), capabilities {:?}\n",
-        info.name, info.version, info.wit_version, info.capabilities
+        "provider: {} {} (WIT {}), capabilities: {}\n",
+        info.name,
+        info.version,
+        info.wit_version,
+        info.capabilities.join(", ")
     );
 
     let opts = SyncOptions::new(remote.clone());
@@ -95,12 +98,7 @@ pub async fn run() -> anyhow::Result<()> {
         .sync_in(&ops, &opts, backend.clone())
         .await
         .map_err(|f| anyhow::anyhow!("{}", f.error))?;
-    println!(
-        "sync-in: {} exec(s), {:?} in {:.0?}",
-        r.execs,
-        r.operations,
-        t.elapsed()
-    );
+    print_outcome("sync-in", &r, t.elapsed());
     print_tree("sandbox after sync-in", &remote_on_host)?;
 
     let results = host.join("results");
@@ -121,18 +119,30 @@ pub async fn run() -> anyhow::Result<()> {
         .sync_out(&out, &opts, backend)
         .await
         .map_err(|f| anyhow::anyhow!("{}", f.error))?;
-    println!(
-        "\nsync-out: {} exec(s), {:?} in {:.0?}",
-        r.execs,
-        r.operations,
-        t.elapsed()
-    );
+    println!();
+    print_outcome("sync-out", &r, t.elapsed());
     println!(
         "{}:\n{}",
         results.join("report.txt").display(),
         std::fs::read_to_string(results.join("report.txt"))?
     );
     Ok(())
+}
+
+/// One line per call and per operation, as a person reads it.
+fn print_outcome(what: &str, r: &SyncOutcome, took: std::time::Duration) {
+    println!(
+        "{what}: {} operation(s) in {} exec(s), {:.0?}",
+        r.operations.len(),
+        r.execs,
+        took
+    );
+    for op in &r.operations {
+        println!(
+            "  {}: {} file(s), {} bytes",
+            op.operation_id, op.files_transferred, op.bytes_transferred
+        );
+    }
 }
 
 fn path(p: &Path) -> String {
