@@ -5,27 +5,17 @@
 //! resolving inside the target, bounded time.
 #![no_main]
 
+#[path = "common.rs"]
+mod common;
+
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use sandbox_sync_host::exec::scripted::ScriptedBackend;
-use sandbox_sync_host::{ErrorKind, FileMapping, MappingKind, Runtime, SyncOperation, SyncOptions};
-
-fn rt() -> &'static (tokio::runtime::Runtime, Runtime) {
-    static RT: OnceLock<(tokio::runtime::Runtime, Runtime)> = OnceLock::new();
-    RT.get_or_init(|| {
-        let tokio = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let runtime = tokio.block_on(Runtime::embedded()).unwrap();
-        (tokio, runtime)
-    })
-}
+use sandbox_sync_host::{ErrorKind, SyncOptions};
 
 fn check_tree(root: &Path, dir: &Path) {
     for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -65,23 +55,12 @@ fn check_tree(root: &Path, dir: &Path) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let (tokio, runtime) = rt();
+    let (tokio, runtime) = common::rt();
     let tmp = tempfile::tempdir().unwrap();
     let target: PathBuf = tmp.path().join("target");
-    let mut stdout = format!("{:<511}\n", "SANDBOX-SYNC map 0 0").into_bytes();
+    let mut stdout = common::first_marker();
     stdout.extend_from_slice(data);
-    let ops = [SyncOperation {
-        operation_id: "fuzz".into(),
-        files: vec![FileMapping {
-            source_path: "/ws/src".into(),
-            target_path: target.display().to_string(),
-            kind: MappingKind::Directory,
-            mode: None,
-            exclude: None,
-            follow_symlinks: None,
-        }],
-        post_upload_commands: None,
-    }];
+    let ops = common::dir_out(&target);
     let mut opts = SyncOptions::new("/ws");
     opts.timeout = Duration::from_secs(5);
     opts.max_output_bytes = 64 << 20;

@@ -9,30 +9,20 @@
 //! in the stream it happens; the rest is the stream after the first marker.
 #![no_main]
 
+#[path = "common.rs"]
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use libfuzzer_sys::fuzz_target;
 use sandbox_sync_host::exec::scripted::{ScriptedBackend, Step};
 use sandbox_sync_host::provider::HOST_GRACE;
-use sandbox_sync_host::{FileMapping, MappingKind, Runtime, SyncOperation, SyncOptions};
+use sandbox_sync_host::SyncOptions;
 
 const TIMEOUT: Duration = Duration::from_millis(150);
-
-fn rt() -> &'static (tokio::runtime::Runtime, Runtime) {
-    static RT: OnceLock<(tokio::runtime::Runtime, Runtime)> = OnceLock::new();
-    RT.get_or_init(|| {
-        let tokio = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let runtime = tokio.block_on(Runtime::embedded()).unwrap();
-        (tokio, runtime)
-    })
-}
 
 /// Every path under `dir` with its contents (files) or link target.
 fn snapshot(dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
@@ -40,7 +30,10 @@ fn snapshot(dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
         let p = e.path();
         let ft = e.file_type().unwrap();
         let value = if ft.is_symlink() {
-            std::fs::read_link(&p).unwrap().into_os_string().into_encoded_bytes()
+            std::fs::read_link(&p)
+                .unwrap()
+                .into_os_string()
+                .into_encoded_bytes()
         } else if ft.is_dir() {
             snapshot(&p, out);
             b"<dir>".to_vec()
@@ -55,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
         return;
     }
-    let (tokio, runtime) = rt();
+    let (tokio, runtime) = common::rt();
     let tmp = tempfile::tempdir().unwrap();
     let target = tmp.path().join("target");
     std::fs::create_dir_all(target.join("old/dir")).unwrap();
@@ -64,7 +57,7 @@ fuzz_target!(|data: &[u8]| {
     let mut before = BTreeMap::new();
     snapshot(tmp.path(), &mut before);
 
-    let mut stream = format!("{:<511}\n", "SANDBOX-SYNC map 0 0").into_bytes();
+    let mut stream = common::first_marker();
     stream.extend_from_slice(&data[3..]);
     let at = (usize::from(data[1]) << 8 | usize::from(data[2])).min(stream.len());
     let stall = match data[0] % 3 {
@@ -76,18 +69,7 @@ fuzz_target!(|data: &[u8]| {
     steps.extend(stall);
     steps.push(Step::Write(stream[at..].to_vec()));
 
-    let ops = [SyncOperation {
-        operation_id: "fuzz".into(),
-        files: vec![FileMapping {
-            source_path: "/ws/src".into(),
-            target_path: target.display().to_string(),
-            kind: MappingKind::Directory,
-            mode: None,
-            exclude: None,
-            follow_symlinks: None,
-        }],
-        post_upload_commands: None,
-    }];
+    let ops = common::dir_out(&target);
     let mut opts = SyncOptions::new("/ws");
     opts.timeout = TIMEOUT;
     opts.max_output_bytes = 16 << 20;
@@ -114,7 +96,11 @@ fuzz_target!(|data: &[u8]| {
     match result {
         Err(f) => {
             assert!(!f.error.message.contains("trapped"), "{}", f.error);
-            assert_eq!(after, before, "a failed sync changed the target: {}", f.error);
+            assert_eq!(
+                after, before,
+                "a failed sync changed the target: {}",
+                f.error
+            );
         }
         Ok(_) => assert!(
             !after.contains_key(&target.join("keep").display().to_string()),

@@ -51,8 +51,10 @@ fuzz_target!(|data: &[u8]| {
                 // An admitted link never climbs after a name, nor past the root.
                 if let EntryKind::Symlink(t) = &e.kind {
                     let depth = e.path.matches('/').count();
-                    let comps: Vec<&str> =
-                        t.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+                    let comps: Vec<&str> = t
+                        .split('/')
+                        .filter(|c| !c.is_empty() && *c != ".")
+                        .collect();
                     let ups = comps.iter().take_while(|c| **c == "..").count();
                     assert!(ups <= depth, "link {} -> {t} climbs out", e.path);
                     assert!(!comps[ups..].contains(&".."), "link {} -> {t}", e.path);

@@ -3,8 +3,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
 use crate::exec::{ExecBackend, ExecRequest};
 
 /// The probe: a constant program; the remote dir is its only argument.
@@ -48,9 +46,6 @@ pub enum DoctorError {
     /// The exec did not start or could not be waited for.
     #[error(transparent)]
     Exec(#[from] crate::exec::ExecError),
-    /// Its output could not be read.
-    #[error("reading the probe's output failed: {0}")]
-    Read(#[from] std::io::Error),
     /// It ran and failed.
     #[error("the probe failed: {0}")]
     Failed(String),
@@ -72,14 +67,7 @@ pub async fn probe(backend: &dyn ExecBackend, remote_dir: &str) -> Result<Report
         timeout: Duration::from_secs(30),
         max_stderr: 64 << 10,
     };
-    let mut p = backend.start(req).await?;
-    let mut out = String::new();
-    (&mut p.stdout)
-        .take(64 << 10)
-        .read_to_string(&mut out)
-        .await?;
-    let _ = p.stdin.shutdown().await;
-    let status = p.control.wait().await?;
+    let (out, status) = crate::exec::run_short(backend, req, 64 << 10).await?;
     if status.exit_code != Some(0) {
         return Err(DoctorError::Failed(
             String::from_utf8_lossy(&status.stderr).into_owned(),

@@ -158,16 +158,6 @@ impl Runtime {
         opts: &SyncOptions,
         backend: Arc<dyn ExecBackend>,
     ) -> Result<SyncOutcome, SyncFailure> {
-        self.call(dir, ops, opts, backend).await
-    }
-
-    async fn call(
-        &self,
-        dir: Direction,
-        ops: &[SyncOperation],
-        opts: &SyncOptions,
-        backend: Arc<dyn ExecBackend>,
-    ) -> Result<SyncOutcome, SyncFailure> {
         let fail = |error: SyncError| SyncFailure { error, execs: 0 };
         let grants = grant_all(dir, ops, opts).map_err(fail)?;
         let started = tokio::time::Instant::now();

@@ -211,10 +211,7 @@ sandbox_sync_tests::for_each_userland!(
 /// over it with the same size and mtime is caught by device and inode.
 #[test]
 fn source_replaced_by_a_same_size_same_mtime_file() {
-    let sb = Sandbox::new(Env {
-        userland: Userland::Gnu,
-        transport: Transport::Local,
-    });
+    let sb = Sandbox::new(GNU_LOCAL);
     sb.write_remote("data.bin", b"previous");
     let src = sb.write_host("data.bin", &[1u8; 4096]);
     let planned = std::fs::metadata(&src).unwrap().modified().unwrap();
@@ -254,18 +251,15 @@ fn hostile_stream_is_refused() {
     use sandbox_sync_host::exec::scripted::ScriptedBackend;
     let tmp = tempfile::tempdir().unwrap();
     let target = tmp.path().join("target");
-    let mark = |t: &str| format!("{:<511}\n", format!("SANDBOX-SYNC {t}")).into_bytes();
     let mut evil = tar::Header::new_gnu();
     evil.set_size(4);
     evil.set_mode(0o644);
     evil.as_old_mut().name[..9].copy_from_slice(b"../escape");
     evil.set_cksum();
-    let mut stream = mark("map 0 0");
-    stream.extend_from_slice(evil.as_bytes());
-    stream.extend_from_slice(&[b'x'; 512]);
-    stream.extend_from_slice(&[0; 1024]);
-    stream.extend(mark("op 0"));
-    stream.extend(mark("end"));
+    let mut archive = evil.as_bytes().to_vec();
+    archive.extend_from_slice(&[b'x'; 512]);
+    archive.extend_from_slice(&[0; 1024]);
+    let stream = sandbox_sync_tests::hostile::framed_one(&archive);
     let backend = std::sync::Arc::new(ScriptedBackend::new(stream, 0));
     let ops = [op("o", vec![dir_out("/ws/d", &target)])];
     // The framing is the tar-stream component's: test that one explicitly.
@@ -285,10 +279,7 @@ fn hostile_stream_is_refused() {
 /// source-changed well before its deadline.
 #[test]
 fn source_swapped_for_a_fifo_does_not_hang() {
-    let sb = Sandbox::new(Env {
-        userland: Userland::Gnu,
-        transport: Transport::Local,
-    });
+    let sb = Sandbox::new(GNU_LOCAL);
     let src = sb.write_host("ws/data.bin", &vec![7u8; 4096]);
     let swapper = {
         let src = src.clone();

@@ -6,12 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sandbox_sync_host::exec::scripted::ScriptedBackend;
-use sandbox_sync_tests::hostile;
+use sandbox_sync_tests::hostile::{self, mark};
 use sandbox_sync_tests::*;
-
-fn mark(t: &str) -> Vec<u8> {
-    format!("{:<511}\n", format!("SANDBOX-SYNC {t}")).into_bytes()
-}
 
 /// A valid framed stream: one file mapping, one directory mapping.
 fn framed() -> Vec<u8> {

@@ -209,10 +209,7 @@ sandbox_sync_tests::for_each_userland!(
 #[test]
 fn a_failed_replacement_leaves_the_old_target() {
     use sandbox_sync_tests::hostile;
-    let sb = Sandbox::new(Env {
-        userland: Userland::Gnu,
-        transport: Transport::Local,
-    });
+    let sb = Sandbox::new(GNU_LOCAL);
     let target = sb.host.join("target");
     std::fs::create_dir_all(target.join(".paperclip-upload-z")).unwrap();
     std::fs::write(target.join(".paperclip-upload-z/x"), b"kept").unwrap();
@@ -228,14 +225,7 @@ fn a_failed_replacement_leaves_the_old_target() {
         ]
         .concat(),
     );
-    let stream = {
-        let mark = |t: &str| format!("{:<511}\n", format!("SANDBOX-SYNC {t}")).into_bytes();
-        let mut v = mark("map 0 0");
-        v.extend(archive);
-        v.extend(mark("op 0"));
-        v.extend(mark("end"));
-        v
-    };
+    let stream = hostile::framed_one(&archive);
     let backend = Arc::new(sandbox_sync_host::exec::scripted::ScriptedBackend::new(
         stream, 0,
     ));
@@ -255,10 +245,7 @@ fn a_failed_replacement_leaves_the_old_target() {
 /// swapped in place, still ending exactly as the validated tree.
 #[test]
 fn a_mount_point_target_is_replaced_in_place() {
-    let sb = Sandbox::new(Env {
-        userland: Userland::Gnu,
-        transport: Transport::Local,
-    });
+    let sb = Sandbox::new(GNU_LOCAL);
     sb.write_remote("src/a", b"a");
     sb.write_remote("src/d/b", b"b");
     let target = sb.host.join("mnt");

@@ -1,7 +1,7 @@
 //! Writes the hostile fixtures as seed corpora for the fuzz targets:
 //! `cargo run -p sandbox-sync-tests --example fuzz-corpus -- fuzz/corpus`.
 
-use sandbox_sync_tests::hostile;
+use sandbox_sync_tests::hostile::{self, mark};
 
 /// Fixtures that seed the deadline target.
 const DEADLINE_SEEDS: &[&str] = &[
@@ -20,7 +20,6 @@ fn main() -> anyhow::Result<()> {
             .nth(1)
             .unwrap_or_else(|| "fuzz/corpus".into()),
     );
-    let mark = |t: &str| format!("{:<511}\n", format!("SANDBOX-SYNC {t}")).into_bytes();
     for target in [
         "tar_stream",
         "component_sync_out",

@@ -86,6 +86,21 @@ pub fn pax(records: &[(&str, &[u8])]) -> Vec<u8> {
     v
 }
 
+/// A 512-byte frame marker of the outbound program (`map 0 0`, `op 0`, `end`).
+pub fn mark(words: &str) -> Vec<u8> {
+    format!("{:<511}\n", format!("SANDBOX-SYNC {words}")).into_bytes()
+}
+
+/// A whole outbound stream of one operation with one directory mapping
+/// whose tar is `archive`.
+pub fn framed_one(archive: &[u8]) -> Vec<u8> {
+    let mut v = mark("map 0 0");
+    v.extend_from_slice(archive);
+    v.extend(mark("op 0"));
+    v.extend(mark("end"));
+    v
+}
+
 /// Ends an archive (two zero blocks, as tar writes).
 pub fn end(mut v: Vec<u8>) -> Vec<u8> {
     v.extend_from_slice(&[0; 1024]);

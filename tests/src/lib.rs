@@ -55,6 +55,13 @@ pub struct Env {
     pub transport: Transport,
 }
 
+/// The host's GNU userland over the local backend, for tests that need one
+/// environment only.
+pub const GNU_LOCAL: Env = Env {
+    userland: Userland::Gnu,
+    transport: Transport::Local,
+};
+
 /// The uid BusyBox sandboxes run as.
 pub const SANDBOX_UID: u32 = 65534;
 

@@ -17,7 +17,6 @@ use sandbox_sync_host::{
     ErrorKind, FileMapping, MappingKind, Runtime, SyncError, SyncOperation, SyncOptions,
     SyncOutcome,
 };
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::cli::{backend_failure, KubeArgs, LocalArgs};
 
@@ -124,15 +123,7 @@ async fn probe_kind(
         timeout: Duration::from_secs(30),
         max_stderr: 64 << 10,
     };
-    let mut p = backend.start(req).await?;
-    let mut out = String::new();
-    (&mut p.stdout)
-        .take(16)
-        .read_to_string(&mut out)
-        .await
-        .map_err(ExecError::Wait)?;
-    let _ = p.stdin.shutdown().await;
-    p.control.wait().await?;
+    let (out, _) = sandbox_sync_host::exec::run_short(backend, req, 16).await?;
     Ok(match out.trim() {
         "d" => Some(MappingKind::Directory),
         "f" => Some(MappingKind::File),

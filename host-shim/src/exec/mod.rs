@@ -133,6 +133,29 @@ pub trait ExecBackend: Send + Sync {
     fn name(&self) -> &'static str;
 }
 
+/// Runs a short program that reads no input: its stdout (at most `max`
+/// bytes, as text) and how it ended. For probes (`doctor`, `cp`).
+///
+/// # Errors
+/// When it cannot start, or its output cannot be read.
+pub async fn run_short(
+    backend: &dyn ExecBackend,
+    req: ExecRequest,
+    max: u64,
+) -> Result<(String, ExitInfo), ExecError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut p = backend.start(req).await?;
+    let mut out = String::new();
+    (&mut p.stdout)
+        .take(max)
+        .read_to_string(&mut out)
+        .await
+        .map_err(ExecError::Wait)?;
+    let _ = p.stdin.shutdown().await;
+    let status = p.control.wait().await?;
+    Ok((out, status))
+}
+
 /// Longest wait any deadline stands for: a timeout past it (say `u64::MAX`
 /// milliseconds from a request) means "this long", not an overflow.
 pub const MAX_TIMEOUT: Duration = Duration::from_secs(30 * 24 * 3600);

@@ -378,15 +378,7 @@ impl InboundScript {
         base: &str,
         mode: Option<u32>,
     ) -> Result<(), Error> {
-        let _ = writeln!(
-            self.ops,
-            "_ss_file {} {} {} {}",
-            sh_quote(staged)?,
-            sh_quote(parent)?,
-            sh_quote(base)?,
-            sh_quote(&mode_arg(mode))?
-        );
-        Ok(())
+        self.put("_ss_file", staged, parent, base, mode)
     }
 
     /// Replaces directory `parent/base` with the staged tree `staged`.
@@ -400,9 +392,20 @@ impl InboundScript {
         base: &str,
         mode: Option<u32>,
     ) -> Result<(), Error> {
+        self.put("_ss_dir", staged, parent, base, mode)
+    }
+
+    fn put(
+        &mut self,
+        function: &str,
+        staged: &str,
+        parent: &str,
+        base: &str,
+        mode: Option<u32>,
+    ) -> Result<(), Error> {
         let _ = writeln!(
             self.ops,
-            "_ss_dir {} {} {} {}",
+            "{function} {} {} {} {}",
             sh_quote(staged)?,
             sh_quote(parent)?,
             sh_quote(base)?,
