@@ -132,9 +132,9 @@ pub async fn run() -> anyhow::Result<()> {
 /// One line per call and per operation, as a person reads it.
 fn print_outcome(what: &str, r: &SyncOutcome, took: std::time::Duration) {
     println!(
-        "{what}: {} operation(s) in {} exec(s), {:.0?}",
-        r.operations.len(),
+        "{what}: {} exec(s) for {} operation(s), {:.0?}",
         r.execs,
+        r.operations.len(),
         took
     );
     for op in &r.operations {
