@@ -291,8 +291,10 @@ fn tar_members(root: &Path, patterns: &[&str]) -> BTreeSet<String> {
         .collect()
 }
 
-/// Every entry under `root` as a relative path (not following symlinks).
-fn all_entries(root: &Path, dir: &str, out: &mut Vec<String>) {
+/// Every entry under `root` as a relative path, as the guest's walker keeps
+/// them with `ex` (skip an entry that matches, do not descend an excluded
+/// directory), or all of them without.
+fn walk_members(root: &Path, dir: &str, ex: Option<&Excluder>, out: &mut BTreeSet<String>) {
     for e in std::fs::read_dir(root.join(dir)).unwrap() {
         let e = e.unwrap();
         let name = e.file_name().into_string().unwrap();
@@ -301,30 +303,12 @@ fn all_entries(root: &Path, dir: &str, out: &mut Vec<String>) {
         } else {
             format!("{dir}/{name}")
         };
-        out.push(rel.clone());
-        if e.file_type().unwrap().is_dir() {
-            all_entries(root, &rel, out);
-        }
-    }
-}
-
-/// What the guest's walker keeps: skip an entry that matches and do not
-/// descend an excluded directory.
-fn our_members(root: &Path, dir: &str, ex: &Excluder, out: &mut BTreeSet<String>) {
-    for e in std::fs::read_dir(root.join(dir)).unwrap() {
-        let e = e.unwrap();
-        let name = e.file_name().into_string().unwrap();
-        let rel = if dir.is_empty() {
-            name
-        } else {
-            format!("{dir}/{name}")
-        };
-        if ex.matches(&rel) {
+        if ex.is_some_and(|ex| ex.matches(&rel)) {
             continue;
         }
         out.insert(rel.clone());
         if e.file_type().unwrap().is_dir() {
-            our_members(root, &rel, ex, out);
+            walk_members(root, &rel, ex, out);
         }
     }
 }
@@ -334,7 +318,7 @@ fn check(root: &Path, patterns: &[&str], failures: &mut Vec<String>) {
     let ex = Excluder::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>())
         .unwrap_or_else(|e| panic!("{patterns:?} refused: {e}"));
     let mut ours = BTreeSet::new();
-    our_members(root, "", &ex, &mut ours);
+    walk_members(root, "", Some(&ex), &mut ours);
     if tar != ours {
         failures.push(format!(
             "{patterns:?} in {}: only tar kept {:?}; only we kept {:?}",
@@ -344,8 +328,8 @@ fn check(root: &Path, patterns: &[&str], failures: &mut Vec<String>) {
         ));
     }
     // The flat-list form (extraction) rejects exactly what tar left out.
-    let mut all = Vec::new();
-    all_entries(root, "", &mut all);
+    let mut all = BTreeSet::new();
+    walk_members(root, "", None, &mut all);
     for rel in all {
         if ex.excludes(&rel) == tar.contains(&rel) {
             failures.push(format!(
