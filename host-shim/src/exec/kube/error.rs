@@ -110,9 +110,9 @@ pub enum KubeError {
     /// Reading the pod and opening the exec stream took the whole timeout.
     #[error("timed out after {0:?} starting the exec")]
     ConnectTimeout(Duration),
-    /// kube-rs handed out no pipe for a stream that was requested.
-    #[error("the exec stream has no {0} pipe")]
-    MissingPipe(&'static str),
+    /// The status frame on channel 3 is not a `metav1.Status`.
+    #[error("exec status frame is not a Status: {0}")]
+    BadStatus(#[source] serde_json::Error),
     /// The stream ended without a status frame on channel 3: the exit
     /// status is unknown.
     #[error("connection closed before a status frame")]
@@ -132,8 +132,8 @@ pub enum KubeError {
     /// A `NonZeroExitCode` status whose `ExitCode` cause is not an `i32`.
     #[error("exec status frame has no valid exit code: {0:?}")]
     BadExitCode(String),
-    /// The supervisor task died (panic or runtime shutdown).
-    #[error("the exec supervisor task failed: {0}")]
+    /// The session task died (panic or runtime shutdown).
+    #[error("the exec session task failed: {0}")]
     Supervisor(String),
     /// `wait` was called again after it had failed.
     #[error("{0}")]

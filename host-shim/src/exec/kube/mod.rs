@@ -10,36 +10,40 @@
 //! aborted and marked truncated), and the exit code comes from the status
 //! frame on channel 3.
 //!
-//! # Stdin is never closed before the status frame
+//! # Our own message loop
 //!
-//! The caller gets a stdin writer whose `shutdown` only flushes and whose
-//! drop does not reach the pod: the real pipe is parked until the status
-//! frame arrives. The remote command must therefore know how much input to
-//! read (the component frames its stdin). This sidesteps the v4 protocol,
-//! where the only way to signal stdin EOF is to close the whole WebSocket,
-//! losing any output still in flight.
+//! kube-rs opens the connection (auth, TLS, the upgrade) but its message
+//! loop sends stdin in 4 KiB frames, each flushed alone, and stops reading
+//! while it sends; `session` replaces it with one that sends the caller's
+//! batches as frames of up to 256 KiB and reads and writes at once.
+//!
+//! # Stdin EOF
+//!
+//! Ending stdin (shutdown or drop) sends a v5 CLOSE of channel 0. On v4 the
+//! only way to signal stdin EOF is to close the whole WebSocket, losing any
+//! output still in flight, so there nothing is sent: the remote command
+//! must know how much input to read (the component frames its stdin).
 //!
 //! # Abort
 //!
-//! Aborting (or the deadline, or the stderr cap) closes the WebSocket. The
-//! API server then tears down the stream, but Kubernetes does not kill
+//! Aborting (or the deadline, or the stderr cap) closes the connection.
+//! The API server then tears down the stream, but Kubernetes does not kill
 //! processes started by exec: a command that ignores EOF/SIGPIPE keeps
-//! running in the container. Wrap long-running commands (e.g. `timeout`).
+//! running in the container. Wrap long-running commands (e.g. `timeout`);
+//! the component's program runs under its own watchdog.
 //!
 //! Layout: [`error`] (one typed error per failure), `config` (clients from
 //! kubeconfig or the service account), `pod` (reading the pod, opening the
-//! exec), `streams` (the caller's stdin/stdout over kube-rs's pipes),
-//! `supervise` (deadline, stderr cap, status) and `status` (the exit code a
-//! status frame reports).
+//! exec), `session` (the message loop: frames, deadline, stderr cap,
+//! status), `streams` (the caller's stdin/stdout, queues of frames) and
+//! `status` (the exit code a status frame reports).
 
 mod config;
 mod error;
 mod pod;
+mod session;
 mod status;
 mod streams;
-mod supervise;
-
-use std::sync::Arc;
 
 use kube::Client;
 
@@ -47,12 +51,6 @@ use super::{BoxFuture, ExecBackend, ExecError, ExecRequest, Process};
 
 use error::start_error;
 pub use error::KubeError;
-use streams::{GatedRead, KubeStdin, KubeStdout, Shared, Slot};
-use supervise::{capture_stderr, supervise, KubeControl};
-
-/// Bytes kube-rs buffers per stream between its message loop and us (its
-/// default, 1 KiB, makes bulk transfer crawl).
-const PIPE_BUF: usize = 1 << 20;
 
 /// Runs sandbox commands in one container of one pod.
 #[derive(Clone)]
@@ -82,67 +80,33 @@ impl ExecBackend for KubeBackend {
             };
             // One deadline covers the pod read, the upgrade and the run.
             let deadline = super::deadline_after(req.timeout);
-            let mut attached =
-                match tokio::time::timeout_at(deadline, self.connect(&req.argv)).await {
-                    Ok(Ok(attached)) => attached,
-                    Ok(Err(e)) => return Err(start_error(&program, e)),
-                    Err(_) => {
-                        return Err(start_error(
-                            &program,
-                            KubeError::ConnectTimeout(req.timeout),
-                        ))
-                    }
-                };
+            let connection = match tokio::time::timeout_at(deadline, self.connect(&req.argv)).await
+            {
+                Ok(Ok(connection)) => connection,
+                Ok(Err(e)) => return Err(start_error(&program, e)),
+                Err(_) => {
+                    return Err(start_error(
+                        &program,
+                        KubeError::ConnectTimeout(req.timeout),
+                    ))
+                }
+            };
+            let v5 = connection.supports_stream_close();
             tracing::debug!(
                 namespace = %self.namespace,
                 pod = %self.pod,
                 argv_len = req.argv.len(),
+                v5,
                 "kube exec started"
             );
-            let pipes = (
-                attached.stdin(),
-                attached.stdout(),
-                attached.stderr(),
-                attached.take_status(),
-            );
-            let (stdin, stdout, stderr, status) = match pipes {
-                (Some(i), Some(o), Some(e), Some(s)) => (i, o, e, s),
-                (None, ..) => return Err(start_error(&program, KubeError::MissingPipe("stdin"))),
-                (_, None, ..) => {
-                    return Err(start_error(&program, KubeError::MissingPipe("stdout")))
-                }
-                (_, _, None, _) => {
-                    return Err(start_error(&program, KubeError::MissingPipe("stderr")))
-                }
-                (.., None) => return Err(start_error(&program, KubeError::MissingPipe("status"))),
-            };
-
-            let shared = Arc::new(Shared::default());
-            let stderr_task = tokio::spawn(capture_stderr(
-                GatedRead::new(stderr, Arc::clone(&shared), Slot::Stderr),
-                req.max_stderr,
-                Arc::clone(&shared),
-            ));
-            let supervisor = tokio::spawn(supervise(
-                attached,
-                status,
-                stderr_task,
-                Arc::clone(&shared),
-                deadline,
-            ));
+            // Re-wrapped so that our session sets the frame limits; nothing
+            // has been read from the connection yet.
+            let io = connection.into_stream().into_inner();
+            let started = session::start(io, v5, req.max_stderr, deadline);
             Ok(Process {
-                stdin: Box::new(KubeStdin {
-                    pipe: Some(stdin),
-                    shared: Arc::clone(&shared),
-                }),
-                stdout: Box::new(KubeStdout {
-                    pipe: Some(GatedRead::new(stdout, Arc::clone(&shared), Slot::Stdout)),
-                }),
-                control: Box::new(KubeControl {
-                    shared,
-                    supervisor: Some(supervisor),
-                    outcome: None,
-                }),
+                stdin: Box::new(started.stdin),
+                stdout: Box::new(started.stdout),
+                control: Box::new(started.control),
             })
         })
     }

@@ -2,9 +2,11 @@
 //! wrong container) and opening the exec stream.
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, AttachParams, AttachedProcess};
+use kube::api::{Api, AttachParams};
+use kube::client::Connection;
+use kube::Resource;
 
-use super::{KubeBackend, KubeError, PIPE_BUF};
+use super::{KubeBackend, KubeError};
 
 impl KubeBackend {
     async fn check_pod(&self, api: &Api<Pod>) -> Result<String, KubeError> {
@@ -90,8 +92,10 @@ impl KubeBackend {
         Ok(container)
     }
 
-    /// Reads the pod, then opens the exec stream.
-    pub(super) async fn connect(&self, argv: &[String]) -> Result<AttachedProcess, KubeError> {
+    /// Reads the pod, then opens the exec stream: the WebSocket upgrade of
+    /// `pods/{name}/exec`, as kube-rs's `Api::exec` makes it, without its
+    /// message loop (ours is in `session.rs`).
+    pub(super) async fn connect(&self, argv: &[String]) -> Result<Connection, KubeError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         let container = self.check_pod(&api).await?;
         let params = AttachParams::default()
@@ -99,16 +103,15 @@ impl KubeBackend {
             .stdin(true)
             .stdout(true)
             .stderr(true)
-            .tty(false)
-            .max_stdin_buf_size(PIPE_BUF)
-            .max_stdout_buf_size(PIPE_BUF)
-            .max_stderr_buf_size(PIPE_BUF);
-        api.exec(&self.pod, argv.to_vec(), &params)
-            .await
-            .map_err(|source| KubeError::Connect {
-                namespace: self.namespace.clone(),
-                pod: self.pod.clone(),
-                source,
-            })
+            .tty(false);
+        let connect_error = |source| KubeError::Connect {
+            namespace: self.namespace.clone(),
+            pod: self.pod.clone(),
+            source,
+        };
+        let request = kube::core::Request::new(Pod::url_path(&(), Some(&self.namespace)))
+            .exec(&self.pod, argv.iter().cloned(), &params)
+            .map_err(|e| connect_error(kube::Error::BuildRequest(e)))?;
+        self.client.connect(request).await.map_err(connect_error)
     }
 }
