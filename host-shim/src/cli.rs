@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use sandbox_sync_host::backend::{BackendConfig, BackendError};
 use sandbox_sync_host::exec::ExecBackend;
-use sandbox_sync_host::provider::Direction;
+use sandbox_sync_host::provider::{Compress, Direction};
 use sandbox_sync_host::{Runtime, SyncOperation, SyncOptions};
 
 #[derive(Debug, Parser)]
@@ -72,6 +72,10 @@ struct SyncArgs {
     /// out of the mapping's source instead of dereferencing it as `tar -h`.
     #[arg(long)]
     confine_followed_symlinks: bool,
+    /// Transport compression. `auto` compresses data that samples as
+    /// compressible, except on the local backend.
+    #[arg(long, value_enum, default_value_t = Compress::Auto)]
+    compress: Compress,
 }
 
 #[derive(Debug, Args)]
@@ -325,13 +329,18 @@ async fn sync(direction: Direction, args: SyncArgs) -> ExitCode {
     opts.max_metadata_bytes = args.max_metadata_bytes;
     opts.max_stderr_bytes = args.max_stderr_bytes;
     opts.confine_followed_symlinks = args.confine_followed_symlinks;
+    opts.compress = args.compress;
     let result = runtime.sync(direction, &ops, &opts, backend).await;
     match result {
         Ok(outcome) => {
             tracing::info!(execs = outcome.execs, "sync complete");
             println!(
                 "{}",
-                serde_json::json!({ "operations": outcome.operations })
+                serde_json::json!({
+                    "operations": outcome.operations,
+                    "execs": outcome.execs,
+                    "compression": outcome.compression,
+                })
             );
             ExitCode::SUCCESS
         }

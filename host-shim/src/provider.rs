@@ -7,8 +7,10 @@ use std::time::Duration;
 use sandbox_sync_core::ErrorKind;
 use wasmtime::component::Resource;
 
+use crate::bindings::sandbox_exec::Compression;
 use crate::bindings::types as wit;
 use crate::error::SyncError;
+use crate::exec::codec;
 use crate::exec::ExecBackend;
 use crate::fs::GrantedDir;
 use crate::request::{MappingKind, OperationResult, SyncOperation};
@@ -47,6 +49,68 @@ pub struct SyncOptions {
     pub confine_followed_symlinks: bool,
     /// Linear memory the provider component may use for this call.
     pub guest_memory_bytes: usize,
+    /// Transport compression.
+    pub compress: Compress,
+}
+
+/// Transport compression, as asked for (`--compress`, `compress`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Compress {
+    /// Compress data that samples as compressible, over links that are not
+    /// this machine.
+    #[default]
+    Auto,
+    /// gzip, or zstd when the sandbox has no gzip.
+    Gzip,
+    /// zstd, or gzip when the sandbox has no zstd.
+    Zstd,
+    /// Never.
+    None,
+}
+
+impl std::str::FromStr for Compress {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Compress::Auto),
+            "gzip" => Ok(Compress::Gzip),
+            "zstd" => Ok(Compress::Zstd),
+            "none" => Ok(Compress::None),
+            other => Err(format!(
+                "compress must be auto, gzip, zstd or none, not {other:?}"
+            )),
+        }
+    }
+}
+
+impl Compress {
+    /// The policy the component sees: `auto` is `none` on a local backend.
+    fn policy(self, backend: &dyn ExecBackend) -> Compression {
+        match self {
+            Compress::Auto if backend.is_local() => Compression::None,
+            Compress::Auto => Compression::Auto,
+            Compress::Gzip => Compression::Gzip,
+            Compress::Zstd => Compression::Zstd,
+            Compress::None => Compression::None,
+        }
+    }
+}
+
+/// What one compressed stream of a call moved.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompressionReport {
+    /// `"stdin"` (host -> sandbox) or `"stdout"`.
+    pub stream: &'static str,
+    /// `"gzip"` or `"zstd"`.
+    pub codec: &'static str,
+    /// Uncompressed bytes.
+    pub plain_bytes: u64,
+    /// Compressed bytes on the transport.
+    pub wire_bytes: u64,
+    /// Host time spent in the codec.
+    pub busy_ms: u64,
 }
 
 impl SyncOptions {
@@ -62,6 +126,7 @@ impl SyncOptions {
             max_metadata_bytes: 256 << 20,
             confine_followed_symlinks: false,
             guest_memory_bytes: crate::state::GUEST_MEMORY_BYTES,
+            compress: Compress::Auto,
         }
     }
 
@@ -88,6 +153,8 @@ pub struct SyncOutcome {
     pub operations: Vec<OperationResult>,
     /// Sandbox execs the call used.
     pub execs: u64,
+    /// Its compressed streams (none when it moved plain bytes).
+    pub compression: Vec<CompressionReport>,
 }
 
 /// A failed sync call, with the execs it used.
@@ -162,8 +229,10 @@ impl Runtime {
         let grants = grant_all(dir, ops, opts).map_err(fail)?;
         let started = tokio::time::Instant::now();
         let timeout = opts.timeout.min(crate::exec::MAX_TIMEOUT);
+        let policy = opts.compress.policy(backend.as_ref());
         let state = ShimState::new(backend, opts.guest_memory_bytes)
-            .with_exec_deadline(started + timeout + EXEC_GRACE);
+            .with_exec_deadline(started + timeout + EXEC_GRACE)
+            .with_compression(policy);
         let (mut store, provider) = self.instantiate(state).await.map_err(|e| {
             fail(SyncError::new(
                 ErrorKind::Transport,
@@ -207,7 +276,38 @@ impl Runtime {
             Ok(Ok(Ok(r))) => r.iter().map(|o| o.bytes_transferred).sum(),
             _ => 0,
         };
+        let compression: Vec<CompressionReport> = store
+            .data()
+            .codecs()
+            .iter()
+            .map(|c| {
+                let s = c.meter.stats();
+                CompressionReport {
+                    stream: c.stream,
+                    codec: codec::name(c.codec),
+                    plain_bytes: s.plain_bytes,
+                    wire_bytes: s.wire_bytes,
+                    busy_ms: s.busy_us / 1000,
+                }
+            })
+            .collect();
         span.in_scope(|| {
+            for c in &compression {
+                // The seeds' attribute names: bytes_in is what went into
+                // the codec, bytes_out what came out of it.
+                let (bytes_in, bytes_out) = match c.stream {
+                    "stdin" => (c.plain_bytes, c.wire_bytes),
+                    _ => (c.wire_bytes, c.plain_bytes),
+                };
+                tracing::info!(
+                    paperclip.sandbox.startup.transfer.direction = direction,
+                    paperclip.sandbox.startup.transfer.compression.codec = c.codec,
+                    paperclip.sandbox.startup.transfer.compression.bytes_in = bytes_in,
+                    paperclip.sandbox.startup.transfer.compression.bytes_out = bytes_out,
+                    paperclip.sandbox.startup.transfer.compression.wall_ms = c.busy_ms,
+                    "transfer compressed"
+                );
+            }
             tracing::info!(
                 paperclip.sandbox.startup.wall_ms = started.elapsed().as_millis() as u64,
                 paperclip.sandbox.startup.exec_count = execs,
@@ -233,6 +333,7 @@ impl Runtime {
             Ok(Ok(Ok(results))) => Ok(SyncOutcome {
                 operations: results.into_iter().map(Into::into).collect(),
                 execs,
+                compression,
             }),
         }
     }

@@ -7,6 +7,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::bindings::sandbox_exec::{Codec, Compression};
+use crate::exec::codec::CodecMeter;
 use crate::exec::ExecBackend;
 
 /// Guest linear memory cap per call, by default.
@@ -21,6 +23,20 @@ pub struct ShimState {
     pub(crate) execs: Arc<AtomicU64>,
     /// No sandbox exec of this call may run past this instant.
     pub(crate) exec_deadline: Option<tokio::time::Instant>,
+    /// The call's compression policy, as the component asks for it.
+    pub(crate) compression: Compression,
+    /// Every compressed stream of the call, for telemetry.
+    pub(crate) codecs: Vec<CodecUse>,
+}
+
+/// One compressed stream: which, with what, and what it moved.
+pub struct CodecUse {
+    /// `"stdin"` or `"stdout"`.
+    pub stream: &'static str,
+    /// The codec.
+    pub codec: Codec,
+    /// What it moved.
+    pub meter: Arc<CodecMeter>,
 }
 
 impl ShimState {
@@ -38,7 +54,20 @@ impl ShimState {
             backend,
             execs: Arc::new(AtomicU64::new(0)),
             exec_deadline: None,
+            compression: Compression::None,
+            codecs: Vec::new(),
         }
+    }
+
+    /// Sets the call's compression policy.
+    pub fn with_compression(mut self, compression: Compression) -> Self {
+        self.compression = compression;
+        self
+    }
+
+    /// The call's compressed streams.
+    pub fn codecs(&self) -> &[CodecUse] {
+        &self.codecs
     }
 
     /// Bounds every exec this call starts by `deadline`, whatever timeout

@@ -373,6 +373,17 @@ impl Worker {
             .get("confineFollowedSymlinks")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        match params.config.get("compress").map(Value::as_str) {
+            None => {}
+            Some(Some(c)) => match c.parse() {
+                Ok(c) => opts.compress = c,
+                Err(e) => return self.send_error(id, code::INVALID_PARAMS, e, None),
+            },
+            Some(None) => {
+                let e = "compress must be a string".to_owned();
+                return self.send_error(id, code::INVALID_PARAMS, e, None);
+            }
+        }
         let result = if inbound {
             runtime.sync_in(&params.operations, &opts, backend).await
         } else {

@@ -51,7 +51,12 @@ fn sync_in_and_out_print_results_as_json() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         v,
-        serde_json::json!({"operations": [{"operationId": "op-1", "filesTransferred": 1, "bytesTransferred": 5}]})
+        serde_json::json!({
+            "operations": [{"operationId": "op-1", "filesTransferred": 1, "bytesTransferred": 5}],
+            "execs": 1,
+            // The local backend is never worth compressing for.
+            "compression": [],
+        })
     );
     assert_eq!(
         std::fs::read_to_string(remote.join("copy.txt")).unwrap(),

@@ -46,7 +46,7 @@ fn stubborn(uid: Option<u32>) -> LocalBackend {
 fn assert_on_time(what: &str, timeout: Duration, backend: Arc<dyn ExecBackend>) {
     let host = tempfile::tempdir().unwrap();
     std::fs::write(host.path().join("f"), b"x").unwrap();
-    let mut opts = SyncOptions::new("/w");
+    let mut opts = sandbox_sync_tests::sync_options("/w");
     opts.timeout = timeout;
     for (dir, ops) in [
         ("in", [op("o", vec![file(host.path().join("f"), "/w/f")])]),

@@ -111,7 +111,7 @@ fn run_with(
 ) -> Result<SyncOutcome, SyncFailure> {
     let c = case(n, archive);
     let backend = hostile_backend(uid);
-    let mut opts = SyncOptions::new(c.remote.clone());
+    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
     tune(&mut opts);
     let target = c.host.join("target");
     let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
@@ -186,7 +186,7 @@ fn a_benign_archive_through_the_same_harness_lands() {
     let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
     block_on(runtime().sync_out(
         &ops,
-        &SyncOptions::new(c.remote.clone()),
+        &sandbox_sync_tests::sync_options(c.remote.clone()),
         std::sync::Arc::new(backend),
     ))
     .expect("benign");

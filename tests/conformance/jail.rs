@@ -161,7 +161,7 @@ fn planted_dev_and_proc_links_are_not_followed() {
     std::fs::write(src.path().join("f"), b"in").unwrap();
     let out = block_on(runtime().sync_in(
         &[op("o", vec![file(src.path().join("f"), "/w/f")])],
-        &SyncOptions::new("/w"),
+        &sandbox_sync_tests::sync_options("/w"),
         backend,
     ));
     assert!(out.is_ok(), "{}", out.unwrap_err().error);

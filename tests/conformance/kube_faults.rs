@@ -22,7 +22,8 @@ fn server(sb: &Sandbox) -> &k8s_server::K8sExecServer {
 fn connection_dropped_mid_stream() {
     for protocol in [Protocol::V4, Protocol::V5] {
         let sb = kube_sandbox(protocol);
-        sb.write_remote("big.bin", &vec![9u8; 4 << 20]);
+        // Incompressible, so the cut lands mid-stream on any transport.
+        sb.write_remote("big.bin", &incompressible(4 << 20));
         server(&sb).set_faults(Faults {
             drop_after_stdout_bytes: Some(100_000),
             ..Faults::default()

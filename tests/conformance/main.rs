@@ -6,6 +6,7 @@
 //! `paperclip-protocol.md` §3); the rest cover the contract's other clauses.
 
 mod commands; // post-upload commands (seed tests 16-21)
+mod compression; // negotiated transport compression, both ways
 mod confinement; // path confinement in both directions (1, 2, 6-8, 12, 14, 19, 20)
 mod deadlines; // a call returns within its timeout plus a small grace
 mod differential; // tar-stream vs base64 fallback on random trees

@@ -232,7 +232,7 @@ fn a_failed_replacement_leaves_the_old_target() {
     let tar_stream = block_on(Runtime::embedded()).unwrap();
     let err = block_on(tar_stream.sync_out(
         &[op("o", vec![dir_out("/ws/d", &target)])],
-        &SyncOptions::new("/ws"),
+        &sandbox_sync_tests::sync_options("/ws"),
         backend,
     ))
     .unwrap_err();

@@ -105,6 +105,33 @@ pub fn runtime() -> &'static Runtime {
     })
 }
 
+/// `len` deterministic bytes that no codec compresses (xorshift64), for
+/// tests that cut or count a stream at a byte offset.
+pub fn incompressible(len: usize) -> Vec<u8> {
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect()
+}
+
+/// Options for a sync into or out of `remote`: the defaults, with the
+/// transport compression `SANDBOX_SYNC_COMPRESS` names (`auto`, `gzip`,
+/// `zstd`, `none`), so every test can run over a compressed transport.
+pub fn sync_options(remote: impl Into<String>) -> SyncOptions {
+    let mut opts = SyncOptions::new(remote);
+    if let Ok(c) = std::env::var("SANDBOX_SYNC_COMPRESS") {
+        opts.compress = c
+            .parse()
+            .expect("SANDBOX_SYNC_COMPRESS: auto, gzip, zstd or none");
+    }
+    opts
+}
+
 /// True when the provider under test promises one exec per sync call.
 pub fn single_exec() -> bool {
     runtime()
@@ -352,7 +379,7 @@ impl Sandbox {
 
     /// Default options for this sandbox's remote dir.
     pub fn options(&self) -> SyncOptions {
-        SyncOptions::new(self.remote.clone())
+        sync_options(self.remote.clone())
     }
 
     /// The exec backend.

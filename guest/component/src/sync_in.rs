@@ -1,11 +1,14 @@
 //! Host -> sandbox: plan, one exec, headers from the guest, contents spliced
-//! host-side, then conclude from what the program reported.
+//! host-side, then conclude from what the program reported. When the data
+//! is worth it, the program first says which codecs it has, and the host
+//! compresses the archive for the one chosen.
 
 use sandbox_sync_core::outcome::{self, Operation};
 use sandbox_sync_core::plan::{file_source, mtime, plan_dir, tally, Planned, PlannedKind};
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
-use sandbox_sync_core::script::{self, InboundScript, Status};
+use sandbox_sync_core::script::{self, Codec, InboundScript, Status};
 use sandbox_sync_core::tar_write;
+use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::exit;
 use sandbox_sync_driver::plan::{check_modes, command_cwd};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
@@ -46,10 +49,19 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
 
     // A failure to feed stdin usually means the program stopped early; its
     // exit status explains why, so keep it and decide after `finish`.
-    match send(&exec, &stdin, &plan, sources) {
-        sent @ (Ok(()) | Err(Sent::Stream(_))) => {
-            // Stdin stays open until the status: the sandbox never needs EOF.
-            let statuses = read_status(&stdout);
+    let mut early = Vec::new();
+    match send(&exec, &stdin, &stdout, &plan, sources, &mut early) {
+        sent @ (Ok(_) | Err(Sent::Stream(_))) => {
+            // Plain, stdin stays open until the status (the sandbox never
+            // needs EOF); a compressed archive ends with stdin.
+            let stdin = match sent {
+                Ok(Some(_)) => {
+                    drop(stdin);
+                    None
+                }
+                _ => Some(stdin),
+            };
+            let statuses = read_status(&stdout, early);
             let status = exec.finish().map_err(SyncError::Transport)?;
             drop(stdin);
             cleanup(&status);
@@ -104,6 +116,9 @@ struct Plan {
     members_len: u64,
     /// What the call reports on success.
     results: Vec<OperationResult>,
+    /// Codecs to offer, most wanted first; empty: the program expects a
+    /// plain archive and asks nothing.
+    offer: &'static [Codec],
 }
 
 /// Plans the whole call, and validates every path, before the exec starts.
@@ -203,6 +218,13 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
         members_len = members.iter().map(|p| p.member().archive_len()).sum();
         archive_len = tar_write::archive_len(members_len);
     }
+    let policy = codec::policy();
+    let offer = if archive_len > 0 && codec::worth_it(policy, &members, sources) {
+        script.offer_compression();
+        codec::preference(policy)
+    } else {
+        &[]
+    };
     let program = script.finish(archive_len, &token)?;
     Ok(Plan {
         root,
@@ -211,6 +233,7 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
         members,
         members_len,
         results,
+        offer,
     })
 }
 
@@ -223,15 +246,76 @@ enum Sent {
     Fatal(SyncError),
 }
 
-/// Writes the program, then the archive: headers from guest memory, file
-/// contents handed to the host in batches.
+/// Writes the program, agrees on a codec when the plan offers one (any
+/// stdout bytes read meanwhile that are not the codec line go to `early`),
+/// then writes the archive. Returns the codec it was compressed with.
 fn send(
+    exec: &Execution,
+    stdin: &OutputStream,
+    stdout: &InputStream,
+    plan: &Plan,
+    sources: &[&GrantedDir],
+    early: &mut Vec<u8>,
+) -> Result<Option<Codec>, Sent> {
+    io::write_all(stdin, plan.program.as_bytes()).map_err(Sent::Stream)?;
+    if plan.offer.is_empty() {
+        send_archive(exec, stdin, plan, sources)?;
+        return Ok(None);
+    }
+    io::flush(stdin).map_err(Sent::Stream)?;
+    let caps = read_caps(stdout, early);
+    // Without an end to stdin the sandbox's decompressor would never finish.
+    let chosen = codec::choose(plan.offer, &caps).filter(|_| exec.stdin_ends());
+    let answer = format!("{}\n", script::choice_name(chosen));
+    io::write_all(stdin, answer.as_bytes()).map_err(Sent::Stream)?;
+    let Some(chosen) = chosen else {
+        send_archive(exec, stdin, plan, sources)?;
+        return Ok(None);
+    };
+    let fatal = |e: String| Sent::Fatal(SyncError::Transport(e));
+    exec.compress_stdin(codec::to_wit(chosen)).map_err(fatal)?;
+    send_archive(exec, stdin, plan, sources)?;
+    exec.finish_compressed_stdin().map_err(fatal)?;
+    io::flush(stdin).map_err(Sent::Stream)?;
+    Ok(Some(chosen))
+}
+
+/// Most bytes read while waiting for the codec line.
+const MAX_CAPS_BYTES: usize = 4096;
+
+/// Reads the program's codec line: the codecs it can run. Nothing else is
+/// printed before it, and the program then waits for the answer, so
+/// nothing follows it yet; anything else read goes to `early`. A program
+/// that ended first (a failed preflight) has no codecs.
+fn read_caps(stdout: &InputStream, early: &mut Vec<u8>) -> Vec<Codec> {
+    let mut bytes = Vec::new();
+    while !bytes.contains(&b'\n') && bytes.len() < MAX_CAPS_BYTES {
+        match stdout.blocking_read((MAX_CAPS_BYTES - bytes.len()) as u64) {
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(_) => break,
+        }
+    }
+    let mut caps = None;
+    for line in bytes.split_inclusive(|&b| b == b'\n') {
+        let parsed = std::str::from_utf8(line)
+            .ok()
+            .and_then(|l| script::parse_caps(l.strip_suffix('\n')?));
+        match parsed {
+            Some(c) if caps.is_none() => caps = Some(c),
+            _ => early.extend_from_slice(line),
+        }
+    }
+    caps.unwrap_or_default()
+}
+
+/// Writes the archive: headers from guest memory, file contents handed to
+/// the host in batches.
+fn send_archive(
     exec: &Execution,
     stdin: &OutputStream,
     plan: &Plan,
     sources: &[&GrantedDir],
 ) -> Result<(), Sent> {
-    io::write_all(stdin, plan.program.as_bytes()).map_err(Sent::Stream)?;
     // Bytes not yet handed over: they become the prefix of the next host
     // file, or are written after the last one.
     let mut buf: Vec<u8> = Vec::with_capacity(HEADER_BATCH + 1024);
@@ -302,9 +386,10 @@ impl FileBatch {
     }
 }
 
-/// Reads the inbound program's status lines until stdout ends.
-fn read_status(stdout: &InputStream) -> Vec<Status> {
-    let mut bytes = Vec::new();
+/// Reads the inbound program's status lines until stdout ends (after
+/// `early`, what was read before).
+fn read_status(stdout: &InputStream, early: Vec<u8>) -> Vec<Status> {
+    let mut bytes = early;
     while let Ok(chunk) = stdout.blocking_read(64 * 1024) {
         if bytes.len() as u64 + chunk.len() as u64 > MAX_STATUS_BYTES {
             break;

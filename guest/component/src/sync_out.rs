@@ -1,5 +1,8 @@
 //! Sandbox -> host: one exec streams framed tar; the guest validates every
 //! header and splices contents into host files beneath the granted targets.
+//! Offered a codec, the program names the one it uses in a plain first
+//! marker and compresses everything after it; the host decompresses
+//! beneath the stream the guest reads.
 
 use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir};
@@ -8,9 +11,11 @@ use sandbox_sync_core::tar_read::{Limits, Source};
 use sandbox_sync_core::tar_write::BLOCK;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{Compression, Execution};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     FileMapping, MappingKind, OperationResult, SyncError, SyncRequest,
 };
+use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{exit, from_status};
 use sandbox_sync_driver::extract::{receive_dir, receive_file};
 use sandbox_sync_driver::io::{self, GuardedInput};
@@ -53,6 +58,20 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         }
         script.op_done(i);
     }
+    let policy = codec::policy();
+    let offer = codec::preference(policy);
+    if !offer.is_empty() {
+        // `auto` samples the first source before it settles for gzip.
+        let sample = mappings
+            .first()
+            .filter(|_| policy == Compression::Auto)
+            .map(|(_, _, m)| confine(&root, &m.source_path, "source"))
+            .transpose()?;
+        let dir = mappings
+            .first()
+            .is_some_and(|(_, _, m)| m.kind == MappingKind::Directory);
+        script.offer_compression(offer, sample.as_deref().map(|s| (s, dir)))?;
+    }
     let text = script.finish()?;
 
     let started = sandbox_sync_driver::exec::start(
@@ -65,7 +84,17 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let mut input = GuardedInput::new(started.stdout, req.limits.max_output_bytes);
     let mut current = 0usize;
     let outcome = match fed {
-        Ok(()) => receive(req, targets, &mappings, &mut input, &mut current),
+        Ok(()) => receive(
+            req,
+            targets,
+            &mappings,
+            Negotiated {
+                exec: &exec,
+                offered: !offer.is_empty(),
+            },
+            &mut input,
+            &mut current,
+        ),
         Err(e) => Err(SyncError::Transport(format!(
             "failed to send the sync script: {e}"
         ))),
@@ -112,13 +141,34 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     }
 }
 
+/// Whether the program was offered a codec, and the exec to switch.
+struct Negotiated<'a> {
+    exec: &'a Execution,
+    offered: bool,
+}
+
 fn receive(
     req: &SyncRequest,
     targets: &[&GrantedDir],
     mappings: &[(usize, usize, &FileMapping)],
+    codec: Negotiated<'_>,
     input: &mut GuardedInput,
     current: &mut usize,
 ) -> Result<Vec<OperationResult>, SyncError> {
+    if codec.offered {
+        match read_marker(input)? {
+            Marker::Codec(None) => {}
+            Marker::Codec(Some(c)) => codec
+                .exec
+                .decompress_stdout(codec::to_wit(c), req.limits.max_output_bytes)
+                .map_err(SyncError::Transport)?,
+            m => {
+                return Err(SyncError::UnsafeArchive(format!(
+                    "expected the codec frame, the sandbox sent {m:?}"
+                )))
+            }
+        }
+    }
     let limits = Limits {
         max_entries: req.limits.max_entries,
         max_metadata_bytes: req.limits.max_metadata_bytes,
@@ -159,8 +209,18 @@ fn receive(
     Ok(results)
 }
 
-/// Skips zero padding between frames and checks the next marker.
+/// Checks that the next marker is `want`.
 fn expect_marker(input: &mut GuardedInput, want: &Marker) -> Result<(), SyncError> {
+    match read_marker(input)? {
+        m if &m == want => Ok(()),
+        m => Err(SyncError::UnsafeArchive(format!(
+            "expected frame {want:?}, the sandbox sent {m:?}"
+        ))),
+    }
+}
+
+/// Skips zero padding between frames and reads the next marker.
+fn read_marker(input: &mut GuardedInput) -> Result<Marker, SyncError> {
     let mut block = [0u8; BLOCK as usize];
     loop {
         input.read_exact(&mut block)?;
@@ -168,13 +228,7 @@ fn expect_marker(input: &mut GuardedInput, want: &Marker) -> Result<(), SyncErro
             break;
         }
     }
-    match script::parse_marker(&block) {
-        Some(m) if &m == want => Ok(()),
-        Some(m) => Err(SyncError::UnsafeArchive(format!(
-            "expected frame {want:?}, the sandbox sent {m:?}"
-        ))),
-        None => Err(SyncError::UnsafeArchive(
-            "the sandbox's output is not a framed tar stream".into(),
-        )),
-    }
+    script::parse_marker(&block).ok_or_else(|| {
+        SyncError::UnsafeArchive("the sandbox's output is not a framed tar stream".into())
+    })
 }

@@ -7,6 +7,7 @@
 //!
 //! - [`sandbox_path`]: lexical confinement of sandbox paths under the remote dir.
 //! - [`quote`]: POSIX single-quoting for script text.
+//! - [`sample`]: whether sampled data is worth compressing.
 //! - [`exclude`]: `tar --exclude` glob semantics.
 //! - [`mode`]: the permission bits a mapping may request.
 //! - [`plan`]: what a sync-in sends, walked over a [`plan::HostDir`].
@@ -24,6 +25,7 @@ pub mod mode;
 pub mod outcome;
 pub mod plan;
 pub mod quote;
+pub mod sample;
 pub mod sandbox_path;
 pub mod script;
 pub mod tar_read;
@@ -34,7 +36,7 @@ pub mod tree;
 pub use error::{CommandFailure, Error, ErrorKind};
 
 /// Version of the WIT package (`wit/provider.wit`) this code speaks.
-pub const WIT_VERSION: &str = "0.2.0";
+pub const WIT_VERSION: &str = "0.2.1";
 
 /// Prefix of every scratch name; the orchestrator's wipe step preserves it.
 pub const SCRATCH_PREFIX: &str = ".paperclip-upload";

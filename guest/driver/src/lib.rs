@@ -24,6 +24,7 @@ pub mod bindings {
     });
 }
 
+pub mod codec;
 pub mod errors;
 pub mod exec;
 pub mod extract;

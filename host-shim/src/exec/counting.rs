@@ -133,11 +133,16 @@ impl ExecBackend for Counting {
                     n: Arc::clone(&self.counters),
                 }),
                 control: p.control,
+                stdin_ends: p.stdin_ends,
             })
         })
     }
 
     fn name(&self) -> &'static str {
         self.inner.name()
+    }
+
+    fn is_local(&self) -> bool {
+        self.inner.is_local()
     }
 }

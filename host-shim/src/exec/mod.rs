@@ -5,6 +5,7 @@
 //! cap, a deadline enforced) or aborts. The shim wraps the streams as
 //! `wasi:io` streams for the component.
 
+pub mod codec;
 pub mod counting;
 #[cfg(feature = "kube")]
 pub mod kube;
@@ -115,6 +116,10 @@ pub struct Process {
     pub stdout: Box<dyn AsyncRead + Send + Unpin>,
     /// Waits for or stops it.
     pub control: Box<dyn Control>,
+    /// Shutting `stdin` down reaches the process as EOF. Not so on
+    /// Kubernetes' v4 exec protocol, which has no half-close; a compressed
+    /// transport needs it (the sandbox's decompressor reads to EOF).
+    pub stdin_ends: bool,
 }
 
 /// Lifecycle of a started process.
@@ -131,6 +136,10 @@ pub trait ExecBackend: Send + Sync {
     fn start(&self, req: ExecRequest) -> BoxFuture<'_, Result<Process, ExecError>>;
     /// A short name for logs ("local", "kube", "scripted").
     fn name(&self) -> &'static str;
+    /// The sandbox is on this machine: compressing would only cost CPU.
+    fn is_local(&self) -> bool {
+        false
+    }
 }
 
 /// Runs a short program that reads no input: its stdout (at most `max`

@@ -7,7 +7,8 @@
 //! task: writes are queued without copying and leave in one `writev`,
 //! reads take up to 1 MiB per syscall and serve 512-byte headers from it,
 //! and [`ExecStdin::send_file`] splices large host files straight into a
-//! local pipe.
+//! local pipe. Either stream can carry a compressed transport
+//! ([`super::codec`]) from any point on.
 
 use std::collections::VecDeque;
 use std::future::poll_fn;
@@ -20,8 +21,9 @@ use std::task::{Context, Poll, Waker};
 use bytes::{Bytes, BytesMut};
 use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamError, StreamResult};
 
+use super::codec::{self, CodecMeter, Reader, StdinEncoder};
 use crate::bindings::host_fs::FsError;
-use crate::bindings::sandbox_exec::{FileSend, SendError};
+use crate::bindings::sandbox_exec::{Codec, CodecStats, FileSend, SendError};
 use crate::exec::SandboxStdin;
 use crate::fs::GrantedDir;
 
@@ -77,6 +79,8 @@ struct StdinPipe {
     queued: usize,
     flush_pending: bool,
     state: PipeState,
+    /// Compresses what is pushed, when the transport is compressed.
+    encoder: Option<StdinEncoder>,
 }
 
 impl StdinPipe {
@@ -155,6 +159,18 @@ impl StdinPipe {
     }
 
     fn push(&mut self, bytes: Bytes) {
+        let bytes = match &mut self.encoder {
+            Some(e) => match e.compress(&bytes) {
+                Ok(wire) => wire,
+                Err(e) => return self.fail(e),
+            },
+            None => bytes,
+        };
+        self.enqueue(bytes);
+    }
+
+    /// Queues bytes as they go on the wire.
+    fn enqueue(&mut self, bytes: Bytes) {
         if bytes.is_empty() {
             return;
         }
@@ -204,7 +220,33 @@ impl ExecStdin {
             queued: 0,
             flush_pending: false,
             state: PipeState::Open,
+            encoder: None,
         })))
+    }
+
+    /// Compresses everything written from now on with `codec`.
+    pub fn compress(&self, codec: Codec, meter: Arc<CodecMeter>) -> Result<(), String> {
+        let mut pipe = self.pipe();
+        if pipe.encoder.is_some() {
+            return Err("stdin is already compressed".into());
+        }
+        pipe.encoder = Some(StdinEncoder::new(codec, meter).map_err(|e| e.to_string())?);
+        Ok(())
+    }
+
+    /// Ends the compressed stream (its trailer is queued); later writes
+    /// are plain.
+    pub fn finish_compressed(&self) -> Result<CodecStats, String> {
+        let mut pipe = self.pipe();
+        let Some(encoder) = pipe.encoder.take() else {
+            return Err("stdin is not compressed".into());
+        };
+        let meter = Arc::clone(encoder.meter());
+        match encoder.finish() {
+            Ok(trailer) => pipe.enqueue(trailer),
+            Err(e) => return Err(e.to_string()),
+        }
+        Ok(meter.stats())
     }
 
     /// The pipe state is never left half-updated, so a poisoned lock is
@@ -243,7 +285,8 @@ impl ExecStdin {
     /// Returns how many it found; fewer means the file ended early.
     pub async fn send_file(&self, file: &std::fs::File, len: u64) -> Result<u64, PipeError> {
         let mut left = len;
-        if len >= SPLICE_MIN {
+        // Compressed bytes pass through the encoder, never a splice.
+        if len >= SPLICE_MIN && self.pipe().encoder.is_none() {
             // Bytes already queued go first.
             poll_fn(|cx| self.pipe().poll_drain(cx)).await;
             while left > 0 {
@@ -398,24 +441,59 @@ impl OutputStream for ExecStdin {
 }
 
 /// A sandbox's stdout, read from the calling task in chunks of up to
-/// 1 MiB and handed out in whatever sizes the guest asks for.
-pub struct ExecStdout {
-    inner: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+/// 1 MiB and handed out in whatever sizes the guest asks for. The
+/// component's `input-stream` owns it; its execution keeps a
+/// [`WeakStdout`] to switch it to decompressing.
+pub struct ExecStdout(Arc<Mutex<StdoutPipe>>);
+
+/// A handle that does not keep stdout open once the component dropped its
+/// `input-stream`: dropping it must close the pipe, so that the sandbox's
+/// writer fails instead of blocking.
+pub struct WeakStdout(Weak<Mutex<StdoutPipe>>);
+
+impl WeakStdout {
+    pub fn upgrade(&self) -> Option<ExecStdout> {
+        self.0.upgrade().map(ExecStdout)
+    }
+}
+
+struct StdoutPipe {
+    inner: Reader,
     buf: BytesMut,
     eof: bool,
     state: PipeState,
 }
 
 impl ExecStdout {
-    pub fn new(inner: Box<dyn tokio::io::AsyncRead + Send + Unpin>) -> Self {
-        ExecStdout {
+    pub fn new(inner: Reader) -> Self {
+        ExecStdout(Arc::new(Mutex::new(StdoutPipe {
             inner,
             buf: BytesMut::new(),
             eof: false,
             state: PipeState::Open,
-        }
+        })))
     }
 
+    /// As [`ExecStdin::pipe`]: never left half-updated.
+    fn pipe(&self) -> MutexGuard<'_, StdoutPipe> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn downgrade(&self) -> WeakStdout {
+        WeakStdout(Arc::downgrade(&self.0))
+    }
+
+    /// Decodes everything not yet handed to the reader (what is buffered
+    /// first) with `codec`; see [`codec::decoder`].
+    pub fn decompress(&self, codec: Codec, max_wire: u64, meter: Arc<CodecMeter>) {
+        let mut pipe = self.pipe();
+        let raw = std::mem::replace(&mut pipe.inner, Box::new(tokio::io::empty()));
+        let prefix = pipe.buf.split().freeze();
+        pipe.inner = codec::decoder(codec, prefix, raw, max_wire, meter);
+    }
+}
+
+impl StdoutPipe {
     /// Reads once into the buffer. Ready means data, EOF or an error.
     fn poll_fill(&mut self, cx: &mut Context<'_>, want: usize) -> Poll<()> {
         if !self.buf.is_empty() || self.eof || !matches!(self.state, PipeState::Open) {
@@ -440,21 +518,22 @@ impl ExecStdout {
 #[async_trait::async_trait]
 impl Pollable for ExecStdout {
     async fn ready(&mut self) {
-        poll_fn(|cx| self.poll_fill(cx, CHUNK)).await
+        poll_fn(|cx| self.pipe().poll_fill(cx, CHUNK)).await
     }
 }
 
 impl InputStream for ExecStdout {
     fn read(&mut self, size: usize) -> StreamResult<Bytes> {
-        if self.buf.is_empty() && !self.eof {
-            let _ = self.poll_fill(&mut Context::from_waker(Waker::noop()), size.max(64 << 10));
+        let mut pipe = self.pipe();
+        if pipe.buf.is_empty() && !pipe.eof {
+            let _ = pipe.poll_fill(&mut Context::from_waker(Waker::noop()), size.max(64 << 10));
         }
-        if !self.buf.is_empty() {
-            let n = size.min(self.buf.len());
-            return Ok(self.buf.split_to(n).freeze());
+        if !pipe.buf.is_empty() {
+            let n = size.min(pipe.buf.len());
+            return Ok(pipe.buf.split_to(n).freeze());
         }
-        self.state.check()?;
-        if self.eof {
+        pipe.state.check()?;
+        if pipe.eof {
             return Err(StreamError::Closed);
         }
         Ok(Bytes::new())

@@ -126,11 +126,17 @@ impl ExecBackend for ScriptedBackend {
                 stdin: Box::new(tokio::io::sink()),
                 stdout: Box::new(reader),
                 control: Box::new(Played { task, exit }),
+                stdin_ends: true,
             })
         })
     }
 
     fn name(&self) -> &'static str {
         "scripted"
+    }
+
+    /// In-process: nothing to gain from compressing.
+    fn is_local(&self) -> bool {
+        true
     }
 }

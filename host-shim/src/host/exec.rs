@@ -1,6 +1,7 @@
 //! `sandbox-sync:provider/sandbox-exec` for the component.
 
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 
 use wasmtime::component::Resource;
@@ -8,12 +9,14 @@ use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
 
 use super::SendFailure;
 use crate::bindings::sandbox_exec::{
-    ExecOptions, ExecStatus, FileSend, Host, HostExecution, SendError,
+    Codec, CodecStats, Compression, ExecOptions, ExecStatus, FileSend, Host, HostExecution,
+    SendError,
 };
-use crate::exec::pipes::{ExecStdin, ExecStdout, WeakStdin};
+use crate::exec::codec::{self, CodecMeter};
+use crate::exec::pipes::{ExecStdin, ExecStdout, WeakStdin, WeakStdout};
 use crate::exec::{Control, ExecRequest};
 use crate::fs::GrantedDir;
-use crate::state::ShimState;
+use crate::state::{CodecUse, ShimState};
 
 /// A running sandbox process, as a component resource.
 pub struct Execution {
@@ -23,7 +26,23 @@ pub struct Execution {
     /// dropped its stream.
     pipe: WeakStdin,
     stdout: Option<DynInputStream>,
+    /// The same stream as `stdout`, to switch it to decompressing; does
+    /// not keep it open.
+    stdout_pipe: WeakStdout,
     control: Box<dyn Control>,
+    /// The transport can end stdin (a compressed stream needs that).
+    stdin_ends: bool,
+}
+
+impl Execution {
+    /// Stdin, once the component has taken it and while it keeps it.
+    fn taken_stdin(&self) -> Result<ExecStdin, String> {
+        match (&self.stdin, self.pipe.upgrade()) {
+            (None, Some(pipe)) => Ok(pipe),
+            (Some(_), _) => Err("take stdin first".into()),
+            (None, None) => Err("stdin was closed".into()),
+        }
+    }
 }
 
 impl Host for ShimState {
@@ -63,13 +82,20 @@ impl Host for ShimState {
             Err(e) => return Ok(Err(e.to_string())),
         };
         let stdin = ExecStdin::new(process.stdin);
+        let stdout = ExecStdout::new(process.stdout);
         let exec = Execution {
             pipe: stdin.downgrade(),
             stdin: Some(stdin),
-            stdout: Some(Box::new(ExecStdout::new(process.stdout))),
+            stdout_pipe: stdout.downgrade(),
+            stdout: Some(Box::new(stdout)),
             control: process.control,
+            stdin_ends: process.stdin_ends,
         };
         Ok(Ok(self.table.push(exec)?))
+    }
+
+    async fn transfer_compression(&mut self) -> wasmtime::Result<Compression> {
+        Ok(self.compression)
     }
 }
 
@@ -102,13 +128,80 @@ impl HostExecution for ShimState {
         source: Resource<GrantedDir>,
         files: Vec<FileSend>,
     ) -> Result<(), SendFailure> {
-        let exec = self.table.get(&this)?;
-        let pipe = match (&exec.stdin, exec.pipe.upgrade()) {
-            (None, Some(pipe)) => pipe,
-            (Some(_), _) => return Err(SendError::StdinFailed("take stdin first".into()).into()),
-            (None, None) => return Err(SendError::StdinFailed("stdin was closed".into()).into()),
-        };
+        let pipe = self
+            .table
+            .get(&this)?
+            .taken_stdin()
+            .map_err(SendError::StdinFailed)?;
         Ok(pipe.send_files(self.table.get(&source)?, files).await?)
+    }
+
+    async fn stdin_ends(&mut self, this: Resource<Execution>) -> wasmtime::Result<bool> {
+        Ok(self.table.get(&this)?.stdin_ends)
+    }
+
+    async fn compress_stdin(
+        &mut self,
+        this: Resource<Execution>,
+        codec: Codec,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let exec = self.table.get(&this)?;
+        if !exec.stdin_ends {
+            return Ok(Err(format!(
+                "the {} transport cannot end stdin, which a compressed stream needs",
+                self.backend.name()
+            )));
+        }
+        let pipe = match exec.taken_stdin() {
+            Ok(pipe) => pipe,
+            Err(e) => return Ok(Err(e)),
+        };
+        let meter = Arc::new(CodecMeter::default());
+        if let Err(e) = pipe.compress(codec, Arc::clone(&meter)) {
+            return Ok(Err(e));
+        }
+        tracing::debug!(codec = codec::name(codec), "compressing stdin");
+        self.codecs.push(CodecUse {
+            stream: "stdin",
+            codec,
+            meter,
+        });
+        Ok(Ok(()))
+    }
+
+    async fn finish_compressed_stdin(
+        &mut self,
+        this: Resource<Execution>,
+    ) -> wasmtime::Result<Result<CodecStats, String>> {
+        Ok(self
+            .table
+            .get(&this)?
+            .taken_stdin()
+            .and_then(|pipe| pipe.finish_compressed()))
+    }
+
+    async fn decompress_stdout(
+        &mut self,
+        this: Resource<Execution>,
+        codec: Codec,
+        max_wire_bytes: u64,
+    ) -> wasmtime::Result<Result<(), String>> {
+        let exec = self.table.get(&this)?;
+        if exec.stdout.is_some() {
+            return Ok(Err("take stdout first".into()));
+        }
+        let Some(stdout) = exec.stdout_pipe.upgrade() else {
+            return Ok(Err("stdout was closed".into()));
+        };
+        let meter = Arc::new(CodecMeter::default());
+        stdout.decompress(codec, max_wire_bytes, Arc::clone(&meter));
+        tracing::debug!(codec = codec::name(codec), "decompressing stdout");
+        self.codecs.push(CodecUse {
+            stream: "stdout",
+            codec,
+            meter,
+        });
+        Ok(Ok(()))
     }
 
     async fn abort(&mut self, this: Resource<Execution>) -> wasmtime::Result<()> {

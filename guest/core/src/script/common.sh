@@ -56,6 +56,7 @@ _ss_tag=$_ss_scratch
 _ss_pending=
 _ss_watch=
 _ss_cp=
+_ss_zp=
 # Watchers are stopped with USR2, which nothing in this program traps: a
 # forked subshell keeps its parent's handlers for trapped signals until it
 # resets them, and dash and BusyBox sh drop a signal caught in that window
@@ -66,6 +67,8 @@ _ss_cleanup() {
   [ -z "$_ss_watch" ] || kill -USR2 "$_ss_watch" 2>/dev/null
   [ -z "$_ss_cp" ] || kill "$_ss_cp" 2>/dev/null
   [ -z "$_ss_pending" ] || rm -rf "$_ss_pending"
+  # A compressor ends once its pipe has no writer: let it flush what it has.
+  if [ -n "$_ss_zp" ]; then exec >/dev/null; wait "$_ss_zp"; fi
   rm -rf "$_ss_S"
 }
 trap _ss_cleanup EXIT
@@ -77,3 +80,10 @@ if [ -n "$_ss_deadline" ]; then
   _ss_watch=$!
 fi
 _ss_pin "$_ss_S" 9
+# The transport codecs this sandbox can run, each after a space.
+_ss_caps() {
+  for _ss_z in zstd gzip; do
+    command -v "$_ss_z" >/dev/null 2>&1 && printf ' %s' "$_ss_z"
+  done
+  return 0
+}

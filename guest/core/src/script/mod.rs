@@ -26,7 +26,9 @@ use crate::Error;
 pub mod exit;
 mod protocol;
 
-pub use protocol::{parse_marker, parse_status, Marker, Status, TAG};
+pub use protocol::{
+    choice_name, parse_caps, parse_marker, parse_status, Codec, Marker, Status, TAG,
+};
 
 /// The constant `sh -c` program every exec starts with.
 pub const BOOTSTRAP: &str =
@@ -341,6 +343,7 @@ pub struct InboundScript {
     scratch: String,
     preflight: String,
     ops: String,
+    compression: bool,
 }
 
 impl InboundScript {
@@ -354,7 +357,17 @@ impl InboundScript {
             scratch: scratch.to_owned(),
             preflight: String::new(),
             ops: String::new(),
+            compression: false,
         }
+    }
+
+    /// Offers a compressed archive: before extracting, the program prints
+    /// which codecs it can run (a `caps` line, see
+    /// [`parse_caps`](super::parse_caps)) and reads the host's choice
+    /// (`none`, `gzip` or `zstd`) as one line from stdin. A compressed
+    /// archive is the rest of stdin, which the host then closes.
+    pub fn offer_compression(&mut self) {
+        self.compression = true;
     }
 
     /// Confines `target`'s deepest existing ancestor before any data is read,
@@ -472,12 +485,25 @@ impl InboundScript {
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
         if archive_len > 0 {
-            let _ = writeln!(
-                s,
+            let plain = format!(
                 "if [ \"$_ss_gnutar\" = 1 ]; then tar -x -b {blocking} -p -o -f - -C /proc/self/fd/9; \
 else head -c {archive_len} | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
                 blocking = crate::tar_write::RECORD / 512
             );
+            if self.compression {
+                let _ = writeln!(
+                    s,
+                    "_ss_codec=$(_ss_caps); printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
+IFS= read -r _ss_codec || _ss_die 43 'the host sent no codec'\n\
+case $_ss_codec in\n\
+none) {plain} ;;\n\
+gzip|zstd) _ss_unpack \"$_ss_codec\" || _ss_die 43 'extracting the compressed archive failed' ;;\n\
+*) _ss_die 43 'the host sent an unknown codec' ;;\n\
+esac"
+                );
+            } else {
+                let _ = writeln!(s, "{plain}");
+            }
             let _ = writeln!(
                 s,
                 "_ss_tok=; {{ read -r _ss_tok </proc/self/fd/9/commit; }} 2>/dev/null; [ \"$_ss_tok\" = {} ] || _ss_die 50 'archive incomplete: a source changed or the stream was cut'",
@@ -496,6 +522,8 @@ pub struct OutboundScript {
     timeout_ms: u64,
     scratch: String,
     body: String,
+    /// Chooses and starts the transport codec, when one is offered.
+    codec: Option<String>,
 }
 
 impl OutboundScript {
@@ -508,7 +536,39 @@ impl OutboundScript {
             timeout_ms,
             scratch: scratch.to_owned(),
             body: String::new(),
+            codec: None,
         }
+    }
+
+    /// Compresses the output with the first of `prefer` the sandbox can
+    /// run: the program first prints a plain [`Marker::Codec`] naming it
+    /// (or `none`), then everything else through it. With `sample` (a
+    /// source and whether it is a directory), gzip is used only if the
+    /// source's first MiB samples as compressible.
+    ///
+    /// # Errors
+    /// When the sample path cannot be quoted (NUL).
+    pub fn offer_compression(
+        &mut self,
+        prefer: &[Codec],
+        sample: Option<(&str, bool)>,
+    ) -> Result<(), Error> {
+        let mut s = String::from("_ss_pick");
+        for c in prefer {
+            let _ = write!(s, " {}", c.name());
+        }
+        s.push('\n');
+        if let Some((path, dir)) = sample {
+            let kind = if dir { "dir" } else { "file" };
+            let _ = writeln!(
+                s,
+                "[ \"$_ss_codec\" != gzip ] || _ss_worth {kind} {} || _ss_codec=none",
+                sh_quote(path)?
+            );
+        }
+        s.push_str("_ss_mark \"codec $_ss_codec\"\n[ \"$_ss_codec\" = none ] || _ss_zstart \"$_ss_codec\"\n");
+        self.codec = Some(s);
+        Ok(())
     }
 
     fn mark(&mut self, m: &Marker) {
@@ -556,7 +616,13 @@ impl OutboundScript {
         self.mark(&Marker::End);
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(OUTBOUND);
+        if let Some(codec) = &self.codec {
+            s.push_str(codec);
+        }
         s.push_str(&self.body);
+        if self.codec.is_some() {
+            s.push_str("[ \"$_ss_codec\" = none ] || _ss_zend\n");
+        }
         Ok(s)
     }
 }

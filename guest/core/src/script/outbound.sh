@@ -38,3 +38,43 @@ _ss_odir() {
   ) || _ss_die "$_ss_E_EXTRACT" "archiving $_ss_src failed"
   exec 8<&-
 }
+# Sets _ss_codec to the first codec of "$@" this sandbox can run, or none.
+_ss_pick() {
+  _ss_codec=none
+  command -v mkfifo >/dev/null 2>&1 || return 0
+  for _ss_z do
+    if command -v "$_ss_z" >/dev/null 2>&1; then _ss_codec=$_ss_z; return 0; fi
+  done
+}
+# True when the first MiB of source $2 (kind $1: file or dir) gzips to
+# less than 90% of its size: incompressible data is sent plain.
+_ss_worth() {
+  if [ "$1" = file ]; then
+    [ -f "$2" ] || return 0
+    _ss_n=$(head -c 1048576 "$2" 2>/dev/null | wc -c)
+    _ss_z=$(head -c 1048576 "$2" 2>/dev/null | gzip -1 -c | wc -c)
+  else
+    [ -d "$2" ] || return 0
+    _ss_n=$( (cd -P "$2" && tar -c -f - . 2>/dev/null) | head -c 1048576 | wc -c)
+    _ss_z=$( (cd -P "$2" && tar -c -f - . 2>/dev/null) | head -c 1048576 | gzip -1 -c | wc -c)
+  fi
+  [ "$_ss_n" -gt 0 ] && [ $((_ss_z * 10)) -lt $((_ss_n * 9)) ]
+}
+# From here on stdout is compressed with $1 as one stream, by a compressor
+# that reads a fifo in the scratch dir and writes the exec's stdout.
+_ss_zstart() {
+  mkfifo "$_ss_S/z" || _ss_die "$_ss_E_EXTRACT" 'cannot create the compression pipe'
+  case $1 in
+    zstd) zstd -1 -q -c <"$_ss_S/z" & ;;
+    *) gzip -1 -c <"$_ss_S/z" & ;;
+  esac
+  _ss_zp=$!
+  exec >"$_ss_S/z"
+}
+# Ends the compressed stream and waits for the compressor to flush it.
+_ss_zend() {
+  exec >/dev/null
+  wait "$_ss_zp"; _ss_rc=$?
+  _ss_zp=
+  [ "$_ss_rc" -eq 0 ] || _ss_die "$_ss_E_EXTRACT" 'compressing the output failed'
+}

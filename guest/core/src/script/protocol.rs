@@ -5,9 +5,64 @@
 /// Prefix of every status line and frame marker the scripts print.
 pub const TAG: &str = "SANDBOX-SYNC";
 
+/// A transport codec the sandbox runs as a command (`gzip`, `zstd`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Codec {
+    /// gzip (BusyBox has it).
+    Gzip,
+    /// Zstandard.
+    Zstd,
+}
+
+impl Codec {
+    /// The command's name, and the codec's name on the wire.
+    pub fn name(self) -> &'static str {
+        match self {
+            Codec::Gzip => "gzip",
+            Codec::Zstd => "zstd",
+        }
+    }
+
+    /// The codec named `name`.
+    pub fn parse(name: &str) -> Option<Codec> {
+        match name {
+            "gzip" => Some(Codec::Gzip),
+            "zstd" => Some(Codec::Zstd),
+            _ => None,
+        }
+    }
+
+    /// `Some(codec)` for a codec's name, `None` for `none`.
+    fn parse_choice(name: &str) -> Option<Option<Codec>> {
+        match name {
+            "none" => Some(None),
+            other => Codec::parse(other).map(Some),
+        }
+    }
+}
+
+/// The name of a codec choice: the codec's, or `none`.
+pub fn choice_name(codec: Option<Codec>) -> &'static str {
+    codec.map_or("none", Codec::name)
+}
+
+/// Parses the inbound program's codec line (`<TAG> caps[ <codec>]...`,
+/// without the newline): the codecs the sandbox can decompress. Names it
+/// does not know are skipped.
+pub fn parse_caps(line: &str) -> Option<Vec<Codec>> {
+    let mut w = line.split(' ');
+    if w.next()? != TAG || w.next()? != "caps" {
+        return None;
+    }
+    Some(w.filter_map(Codec::parse).collect())
+}
+
 /// A frame marker the outbound program prints between tar streams.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Marker {
+    /// Everything after this marker is compressed with the codec (none:
+    /// plain), as one stream.
+    Codec(Option<Codec>),
     /// The next tar stream is mapping `map` of operation `op`.
     Mapping {
         /// Operation index.
@@ -28,6 +83,7 @@ impl Marker {
             Marker::Mapping { op, map } => format!("map {op} {map}"),
             Marker::OpDone(op) => format!("op {op}"),
             Marker::End => "end".to_owned(),
+            Marker::Codec(c) => format!("codec {}", choice_name(*c)),
         }
     }
 }
@@ -51,6 +107,7 @@ pub fn parse_marker(block: &[u8]) -> Option<Marker> {
         },
         ("op", Some(op), None) => Marker::OpDone(op.parse().ok()?),
         ("end", None, None) => Marker::End,
+        ("codec", Some(c), None) => Marker::Codec(Codec::parse_choice(c)?),
         _ => return None,
     };
     words.next().is_none().then_some(m)
@@ -103,11 +160,14 @@ mod tests {
             Marker::Mapping { op: 3, map: 17 },
             Marker::OpDone(2),
             Marker::End,
+            Marker::Codec(None),
+            Marker::Codec(Some(Codec::Zstd)),
         ] {
             let text = match &m {
                 Marker::Mapping { op, map } => format!("{TAG} map {op} {map}"),
                 Marker::OpDone(op) => format!("{TAG} op {op}"),
                 Marker::End => format!("{TAG} end"),
+                Marker::Codec(c) => format!("{TAG} codec {}", choice_name(*c)),
             };
             let block = format!("{text:<511}\n");
             assert_eq!(parse_marker(block.as_bytes()), Some(m));
@@ -131,5 +191,17 @@ mod tests {
         );
         assert_eq!(parse_status("SANDBOX-SYNC op 4 extra"), None);
         assert_eq!(parse_status("op 4"), None);
+    }
+
+    #[test]
+    fn caps_lines_list_known_codecs() {
+        assert_eq!(
+            parse_caps("SANDBOX-SYNC caps zstd lz4 gzip"),
+            Some(vec![Codec::Zstd, Codec::Gzip])
+        );
+        assert_eq!(parse_caps("SANDBOX-SYNC caps"), Some(vec![]));
+        assert_eq!(parse_caps("SANDBOX-SYNC op 1"), None);
+        let bad = format!("{:<511}\n", "SANDBOX-SYNC codec lz4");
+        assert_eq!(parse_marker(bad.as_bytes()), None);
     }
 }

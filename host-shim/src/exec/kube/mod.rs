@@ -107,6 +107,7 @@ impl ExecBackend for KubeBackend {
                 stdin: Box::new(started.stdin),
                 stdout: Box::new(started.stdout),
                 control: Box::new(started.control),
+                stdin_ends: v5,
             })
         })
     }

@@ -195,12 +195,17 @@ impl ExecBackend for LocalBackend {
                     stderr_task: Some(stderr_task),
                     reaped: false,
                 }),
+                stdin_ends: true,
             })
         })
     }
 
     fn name(&self) -> &'static str {
         "local"
+    }
+
+    fn is_local(&self) -> bool {
+        true
     }
 }
 

@@ -1,0 +1,110 @@
+//! Transport compression, the component's half: which codec to offer, and
+//! whether a sync-in's data samples as worth compressing. The host does
+//! the compressing natively; the sandbox runs the matching command.
+
+use sandbox_sync_core::plan::{Planned, PlannedKind};
+use sandbox_sync_core::sample::{entropy_ratio, COMPRESSIBLE_BELOW};
+use sandbox_sync_core::script::Codec;
+
+use crate::bindings::sandbox_sync::provider::host_fs::GrantedDir;
+use crate::bindings::sandbox_sync::provider::sandbox_exec::{self, Compression};
+
+/// Below this many bytes of file contents `auto` does not compress a
+/// sync-in: the codec handshake costs a round trip inside the exec, more
+/// than it can save on a small transfer.
+pub const AUTO_MIN_BYTES: u64 = 1 << 20;
+
+/// Files sampled, spread over the transfer's bytes, and bytes read from each.
+const SAMPLES: u64 = 8;
+const SAMPLE_BYTES: u64 = 32 << 10;
+
+/// The call's policy, from the host.
+pub fn policy() -> Compression {
+    sandbox_exec::transfer_compression()
+}
+
+/// Codecs to offer, most wanted first (none: send plain). zstd first
+/// unless gzip was asked for: it is faster at a better ratio, and cheap
+/// on data that does not compress.
+pub fn preference(policy: Compression) -> &'static [Codec] {
+    match policy {
+        Compression::None => &[],
+        Compression::Gzip => &[Codec::Gzip, Codec::Zstd],
+        Compression::Auto | Compression::Zstd => &[Codec::Zstd, Codec::Gzip],
+    }
+}
+
+/// The first of `prefer` that the sandbox listed in `caps`.
+pub fn choose(prefer: &[Codec], caps: &[Codec]) -> Option<Codec> {
+    prefer.iter().copied().find(|c| caps.contains(c))
+}
+
+/// The WIT codec.
+pub fn to_wit(codec: Codec) -> sandbox_exec::Codec {
+    match codec {
+        Codec::Gzip => sandbox_exec::Codec::Gzip,
+        Codec::Zstd => sandbox_exec::Codec::Zstd,
+    }
+}
+
+/// Whether a sync-in of `members` is worth compressing under `policy`.
+pub fn worth_it(policy: Compression, members: &[Planned], sources: &[&GrantedDir]) -> bool {
+    match policy {
+        Compression::None => false,
+        Compression::Gzip | Compression::Zstd => true,
+        Compression::Auto => sampled_compressible(members, sources),
+    }
+}
+
+/// Samples up to [`SAMPLES`] host files at evenly spaced points of the
+/// transfer's bytes, so big files weigh as much as they cost on the wire.
+fn sampled_compressible(members: &[Planned], sources: &[&GrantedDir]) -> bool {
+    let files: Vec<(usize, &str, u64)> = members
+        .iter()
+        .filter_map(|p| match &p.kind {
+            PlannedKind::HostFile { grant, path, meta } if meta.size > 0 => {
+                Some((*grant, path.as_str(), meta.size))
+            }
+            _ => None,
+        })
+        .collect();
+    let total: u64 = files.iter().map(|f| f.2).sum();
+    if total < AUTO_MIN_BYTES {
+        return false;
+    }
+    let mut ratios = Vec::new();
+    let (mut i, mut before) = (0usize, 0u64);
+    let mut last = None;
+    for k in 0..SAMPLES {
+        let at = total / SAMPLES * k + total / (2 * SAMPLES);
+        while i < files.len() && before + files[i].2 <= at {
+            before += files[i].2;
+            i += 1;
+        }
+        let Some(&(grant, path, _)) = files.get(i) else {
+            break;
+        };
+        if last == Some(i) {
+            continue;
+        }
+        last = Some(i);
+        if let Some(r) = sources.get(grant).and_then(|g| sample(g, path)) {
+            ratios.push(r);
+        }
+    }
+    !ratios.is_empty() && ratios.iter().sum::<f64>() / (ratios.len() as f64) < COMPRESSIBLE_BELOW
+}
+
+/// The entropy ratio of the first bytes of `path`; none if unreadable
+/// (the transfer itself will report why).
+fn sample(grant: &GrantedDir, path: &str) -> Option<f64> {
+    let stream = grant.open_read(path).ok()?;
+    let mut buf = Vec::new();
+    while (buf.len() as u64) < SAMPLE_BYTES {
+        match stream.blocking_read(SAMPLE_BYTES - buf.len() as u64) {
+            Ok(chunk) if !chunk.is_empty() => buf.extend_from_slice(&chunk),
+            _ => break,
+        }
+    }
+    Some(entropy_ratio(&buf))
+}

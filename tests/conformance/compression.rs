@@ -1,0 +1,271 @@
+//! Negotiated transport compression: the same trees land byte for byte
+//! whichever codec the sandbox has, `auto` leaves incompressible data and
+//! local links alone, and a compressed stream from a compromised sandbox
+//! is held to the same guards as a plain one (a bomb stops at the output
+//! guard, bytes after the stream or a lying codec frame fail loud).
+
+use std::io::Write as _;
+use std::os::unix::fs::symlink;
+use std::sync::Arc;
+
+use sandbox_sync_host::exec::scripted::ScriptedBackend;
+use sandbox_sync_host::provider::{Compress, CompressionReport};
+use sandbox_sync_tests::hostile::{self, mark};
+use sandbox_sync_tests::*;
+
+fn text(len: usize) -> Vec<u8> {
+    let line = b"2026-12-01T05:00:00Z INFO agent step=42 status=ok\n";
+    (0..len).map(|i| line[i % line.len()]).collect()
+}
+
+/// A tree with text, incompressible bytes, a link, an empty dir and modes.
+fn tree(sb: &Sandbox) -> std::path::PathBuf {
+    sb.write_host("ws/logs/run.log", &text(3 << 20));
+    sb.write_host("ws/blob.bin", &incompressible(300_000));
+    sb.write_host("ws/small.txt", b"small\n");
+    std::fs::create_dir_all(sb.host.join("ws/empty")).unwrap();
+    symlink("logs/run.log", sb.host.join("ws/latest")).unwrap();
+    let tool = sb.write_host("ws/bin/tool", b"#!/bin/sh\necho hi\n");
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    sb.host.join("ws")
+}
+
+/// The codec the sandbox should end up with: what was asked for if it has
+/// it, else the other one (BusyBox has only gzip).
+fn expected_codec(u: Env, asked: Compress) -> &'static str {
+    match (u.userland, asked) {
+        (Userland::BusyBox, _) | (_, Compress::Gzip) => "gzip",
+        _ => "zstd",
+    }
+}
+
+fn assert_compressed(report: &[CompressionReport], stream: &str, codec: &str) {
+    let r = report
+        .iter()
+        .find(|r| r.stream == stream)
+        .unwrap_or_else(|| panic!("no compressed {stream}: {report:?}"));
+    assert_eq!(r.codec, codec, "{report:?}");
+    assert!(r.wire_bytes * 2 < r.plain_bytes, "{report:?}");
+}
+
+fn round_trip(u: Env, asked: Compress) {
+    let sb = Sandbox::new(u);
+    let src = tree(&sb);
+    let mut opts = sb.options();
+    opts.compress = asked;
+    let out = sb
+        .sync_in_with(&[op("in", vec![dir(&src, sb.remote("ws"))])], &opts)
+        .expect("sync-in");
+    assert_execs(out.execs, 1);
+    let codec = expected_codec(u, asked);
+    if u.transport == Transport::Kube(k8s_server::Protocol::V4) {
+        // v4 cannot end stdin, which the sandbox's decompressor needs.
+        assert!(out.compression.is_empty(), "{:?}", out.compression);
+    } else {
+        assert_compressed(&out.compression, "stdin", codec);
+    }
+    assert_same_tree(&src, &sb.remote_on_host("ws"));
+
+    let back = sb.host.join("back");
+    let out = sb
+        .sync_out_with(&[op("out", vec![dir_out(sb.remote("ws"), &back)])], &opts)
+        .expect("sync-out");
+    assert_compressed(&out.compression, "stdout", codec);
+    assert_same_tree(&src, &back);
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+fn gzip_round_trip(u: Env) {
+    round_trip(u, Compress::Gzip);
+}
+
+fn zstd_round_trip(u: Env) {
+    round_trip(u, Compress::Zstd);
+}
+
+/// `auto`: text over a remote link is compressed, random data is not (the
+/// component samples it; the sandbox samples before it settles for gzip).
+fn auto_samples(u: Env) {
+    let sb = Sandbox::new(u);
+    let text_src = sb.write_host("t/app.log", &text(2 << 20));
+    let random_src = sb.write_host("r/data.bin", &incompressible(2 << 20));
+    let mut opts = sb.options();
+    opts.compress = Compress::Auto;
+    let local = u.transport == Transport::Local;
+    let v4 = u.transport == Transport::Kube(k8s_server::Protocol::V4);
+    let out = sb
+        .sync_in_with(
+            &[op("t", vec![file(&text_src, sb.remote("app.log"))])],
+            &opts,
+        )
+        .expect("text in");
+    if local || v4 {
+        assert!(out.compression.is_empty(), "{:?}", out.compression);
+    } else {
+        assert_compressed(&out.compression, "stdin", expected_codec(u, Compress::Auto));
+    }
+    let out = sb
+        .sync_in_with(
+            &[op("r", vec![file(&random_src, sb.remote("data.bin"))])],
+            &opts,
+        )
+        .expect("random in");
+    assert!(out.compression.is_empty(), "{:?}", out.compression);
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("data.bin")).unwrap(),
+        std::fs::read(&random_src).unwrap()
+    );
+    // Out: BusyBox (gzip only) samples the random source and sends it plain.
+    let back = sb.host.join("back.bin");
+    let out = sb
+        .sync_out_with(
+            &[op("o", vec![file_out(sb.remote("data.bin"), &back)])],
+            &opts,
+        )
+        .expect("random out");
+    if local || u.userland == Userland::BusyBox {
+        assert!(out.compression.is_empty(), "{:?}", out.compression);
+    }
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        std::fs::read(&random_src).unwrap()
+    );
+}
+
+for_each_userland!(gzip_round_trip, zstd_round_trip, auto_samples);
+
+/// Files and modes under `a` and `b` are the same, links included.
+fn assert_same_tree(a: &std::path::Path, b: &std::path::Path) {
+    let list = |root: &std::path::Path| {
+        let mut v = Vec::new();
+        walk(root, &mut |p| {
+            v.push(p.strip_prefix(root).unwrap().to_owned())
+        });
+        v.sort();
+        v
+    };
+    let (la, lb) = (list(a), list(b));
+    assert_eq!(la, lb);
+    for rel in la {
+        let (pa, pb) = (a.join(&rel), b.join(&rel));
+        let (ma, mb) = (
+            std::fs::symlink_metadata(&pa).unwrap(),
+            std::fs::symlink_metadata(&pb).unwrap(),
+        );
+        assert_eq!(ma.file_type(), mb.file_type(), "{rel:?}");
+        if ma.is_symlink() {
+            assert_eq!(
+                std::fs::read_link(&pa).unwrap(),
+                std::fs::read_link(&pb).unwrap()
+            );
+        } else if ma.is_file() {
+            assert!(
+                std::fs::read(&pa).unwrap() == std::fs::read(&pb).unwrap(),
+                "{rel:?}"
+            );
+            assert_eq!(mode(&pa), mode(&pb), "{rel:?}");
+        }
+    }
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(data).unwrap();
+    e.finish().unwrap()
+}
+
+/// A compromised sandbox's sync-out output, played back as if compressed
+/// with `words` naming the codec.
+fn scripted_out(stdout: Vec<u8>, max_output: u64) -> (SyncFailure, tempfile::TempDir) {
+    let tmp = tempfile::tempdir().unwrap();
+    let ops = [op("o", vec![file_out("/ws/f", tmp.path().join("t/f"))])];
+    let mut opts = SyncOptions::new("/ws");
+    opts.compress = Compress::Gzip;
+    opts.max_output_bytes = max_output;
+    let backend = Arc::new(ScriptedBackend::new(stdout, 0));
+    let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
+    (err, tmp)
+}
+
+fn nothing_landed(tmp: &tempfile::TempDir) {
+    assert!(!tmp.path().join("t/f").exists());
+    let left: Vec<_> = std::fs::read_dir(tmp.path().join("t"))
+        .map(|d| d.flatten().map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+fn framed_file(data: &[u8]) -> Vec<u8> {
+    let mut v = mark("map 0 0");
+    v.extend(hostile::end(hostile::file(b"f", data)));
+    v.extend(mark("op 0"));
+    v.extend(mark("end"));
+    v
+}
+
+/// 64 MiB of zeros in a 64 KiB gzip stream stops at a 4 MiB output guard.
+#[test]
+fn a_decompression_bomb_stops_at_the_output_guard() {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    e.write_all(&mark("map 0 0")).unwrap();
+    e.write_all(&hostile::header(b"f", b'0', 64 << 20, 0o644, b""))
+        .unwrap();
+    let zeros = vec![0u8; 1 << 20];
+    for _ in 0..64 {
+        e.write_all(&zeros).unwrap();
+    }
+    let mut stdout = mark("codec gzip");
+    stdout.extend(e.finish().unwrap());
+    let started = std::time::Instant::now();
+    let (err, tmp) = scripted_out(stdout, 4 << 20);
+    assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    nothing_landed(&tmp);
+}
+
+/// Plain bytes after the compressed stream (a second, unchecked archive)
+/// fail the sync, as bytes after a plain stream's end marker do; what they
+/// carry never lands.
+#[test]
+fn bytes_after_the_compressed_stream_fail_loud() {
+    let mut stdout = mark("codec gzip");
+    stdout.extend(gzip(&framed_file(b"good")));
+    stdout.extend(framed_file(b"smuggled"));
+    let (err, tmp) = scripted_out(stdout, 1 << 30);
+    assert!(
+        matches!(
+            err.error.kind,
+            ErrorKind::Transport | ErrorKind::UnsafeArchive
+        ),
+        "{}",
+        err.error
+    );
+    let landed = std::fs::read(tmp.path().join("t/f")).unwrap_or_default();
+    assert_ne!(landed, b"smuggled");
+}
+
+/// A codec frame that lies (plain data, or a codec never offered) fails.
+#[test]
+fn a_lying_codec_frame_fails_loud() {
+    let mut plain = mark("codec gzip");
+    plain.extend(framed_file(b"not compressed"));
+    let (err, tmp) = scripted_out(plain, 1 << 30);
+    assert!(
+        matches!(
+            err.error.kind,
+            ErrorKind::Transport | ErrorKind::UnsafeArchive
+        ),
+        "{}",
+        err.error
+    );
+    nothing_landed(&tmp);
+    let mut unknown = mark("codec lz4");
+    unknown.extend(framed_file(b"x"));
+    let (err, tmp) = scripted_out(unknown, 1 << 30);
+    assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
+    nothing_landed(&tmp);
+    // A stream that skips the codec frame entirely.
+    let (err, tmp) = scripted_out(framed_file(b"x"), 1 << 30);
+    assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
+    nothing_landed(&tmp);
+}
