@@ -16,25 +16,50 @@
 //! `--exec-latency-ms` delays each exec start (API-server round trip); the
 //! raw pipe and the naive loop pay it once per exec too.
 //!
-//! Usage: `sandbox-sync-bench [--quick] [--runs N] [--latency 0,50] [--out DIR]`
+//! Throttled links (`--links`): per rate, a second in-process exec endpoint
+//! paces stdin and stdout to that many MB/s and answers each exec upgrade
+//! 50 ms late; `tar-stream-kube` runs over it with each `--compress` mode
+//! (`none`, `gzip`, `zstd`, `auto`). Big single files shrink to 64 MiB there
+//! (16 MiB with `--quick`), and W4 is left out.
+//!
+//! Usage: `sandbox-sync-bench [--quick] [--runs N] [--latency 0,50]
+//! [--links 5,50|none] [--link-runs N] [--only W1,SRC,...] [--out DIR]`
 
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use sandbox_sync_tests::k8s_server::{HostCommands, K8sExecServer, ServerConfig};
+use sandbox_sync_tests::k8s_server::{Faults, HostCommands, K8sExecServer, ServerConfig};
 
 /// The pod the in-process Kubernetes exec endpoint serves.
 const KUBE_NS: &str = "sandboxes";
 const KUBE_POD: &str = "agent-pod";
 
+/// What each exec costs on a throttled link before its first byte: the
+/// API server's and the kubelet's round trips.
+const LINK_EXEC_LATENCY_MS: u64 = 50;
+
+/// The contenders on a throttled link, with their `--compress` mode.
+const LINK_CONTENDERS: [(&str, &str); 4] = [
+    ("tar-stream-kube", "none"),
+    ("tar-stream-kube-gzip", "gzip"),
+    ("tar-stream-kube-zstd", "zstd"),
+    ("tar-stream-kube-auto", "auto"),
+];
+
 struct Args {
     quick: bool,
     runs: usize,
     latencies: Vec<u64>,
+    /// Throttled API-server links to measure, in MB/s (10^6 bytes/s).
+    links: Vec<u64>,
+    link_runs: usize,
+    /// Workload ids to run (all when `None`).
+    only: Option<Vec<String>>,
     out: PathBuf,
     bin: PathBuf,
     fallback: PathBuf,
@@ -46,6 +71,9 @@ fn parse_args() -> Result<Args> {
         quick: false,
         runs: 5,
         latencies: vec![0, 50],
+        links: vec![5, 50],
+        link_runs: 3,
+        only: None,
         out: PathBuf::from("."),
         bin: PathBuf::from("target/release/sandbox-sync"),
         fallback: PathBuf::from(sandbox_sync_host::runtime::FALLBACK_COMPONENT_PATH),
@@ -63,6 +91,11 @@ fn parse_args() -> Result<Args> {
                     .map(str::parse)
                     .collect::<Result<_, _>>()?
             }
+            "--links" => a.links = parse_links(&val()?)?,
+            "--link-runs" => a.link_runs = val()?.parse()?,
+            "--only" => {
+                a.only = Some(val()?.split(',').map(|s| s.trim().to_owned()).collect());
+            }
             "--out" => a.out = val()?.into(),
             "--bin" => a.bin = val()?.into(),
             "--work" => a.work = val()?.into(),
@@ -70,6 +103,20 @@ fn parse_args() -> Result<Args> {
         }
     }
     Ok(a)
+}
+
+/// `5,50` (MB/s); `none` or an empty string: no throttled links.
+fn parse_links(spec: &str) -> Result<Vec<u64>> {
+    if spec.trim().is_empty() || spec == "none" {
+        return Ok(Vec::new());
+    }
+    let links: Vec<u64> = spec
+        .split(',')
+        .map(|s| s.trim().parse())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("--links {spec:?}: MB/s, comma-separated"))?;
+    anyhow::ensure!(!links.contains(&0), "--links: a rate must not be 0");
+    Ok(links)
 }
 
 /// A fast deterministic byte generator (xorshift64*).
@@ -117,6 +164,95 @@ fn write_text(path: &Path, size: u64) -> Result<()> {
     Ok(())
 }
 
+/// Code-like lines: compress about as well as real source, unlike the
+/// repetitive log lines of `write_text`.
+fn write_source(path: &Path, size: u64, g: &mut Gen) -> Result<()> {
+    const WORDS: [&str; 32] = [
+        "request", "buffer", "index", "value", "config", "handler", "client", "state", "result",
+        "error", "stream", "offset", "length", "entry", "parent", "target", "source", "record",
+        "token", "cache", "limit", "count", "header", "frame", "queue", "worker", "session",
+        "path", "mode", "digest", "batch", "window",
+    ];
+    let size = usize::try_from(size)?;
+    let mut text = String::with_capacity(size + 128);
+    while text.len() < size {
+        let r = g.next();
+        let [a, b, c, d, e] = [0, 1, 2, 3, 4].map(|k: u64| WORDS[((r >> (k * 5)) % 32) as usize]);
+        let indent = "    ".repeat(((r >> 40) % 4) as usize);
+        let n = (r >> 20) % 4096;
+        let _ = match (r >> 52) % 6 {
+            0 => writeln!(text, "{indent}let {a}_{b} = {c}.{d}({n}, {e});"),
+            1 => writeln!(text, "{indent}if {a}.{b} > {n} {{"),
+            2 => writeln!(text, "{indent}}}"),
+            3 => writeln!(
+                text,
+                "{indent}// Keeps the {a} of the {b} until the {c} is {d}."
+            ),
+            4 => writeln!(
+                text,
+                "{indent}fn {a}_{b}(&mut self, {c}: u64) -> Result<{d}> {{"
+            ),
+            _ => writeln!(text, "{indent}self.{a}.push({b}::{c}({n:#x}));"),
+        };
+    }
+    text.truncate(size);
+    std::fs::write(path, text)?;
+    Ok(())
+}
+
+/// A source tree: `files` code-like files of 200 B-40 KiB (log-uniform: most
+/// are small, as in a repository), ten to a directory three levels deep,
+/// and `blobs` random binaries of 256 KiB-2 MiB under `assets/`. Built
+/// beside `dir` and renamed in, so an interrupted run leaves no half tree
+/// to be reused.
+fn write_tree(dir: &Path, files: u64, blobs: u64, g: &mut Gen) -> Result<()> {
+    const EXTS: [&str; 6] = ["rs", "py", "ts", "go", "md", "json"];
+    let tmp = dir.with_extension("partial");
+    reset(&tmp)?;
+    for i in 0..files {
+        let leaf = i / 10;
+        let d = tmp.join(format!(
+            "pkg{:02}/mod{}/part{}",
+            leaf / 100,
+            (leaf / 10) % 10,
+            leaf % 10
+        ));
+        std::fs::create_dir_all(&d)?;
+        let unit = (g.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let size = (200.0 * (40_960.0f64 / 200.0).powf(unit)) as u64;
+        let ext = EXTS[(i % EXTS.len() as u64) as usize];
+        write_source(&d.join(format!("f{i:05}.{ext}")), size, g)?;
+    }
+    let assets = tmp.join("assets");
+    std::fs::create_dir_all(&assets)?;
+    for i in 0..blobs {
+        let size = (256 << 10) + g.next() % ((2 << 20) - (256 << 10));
+        write_random(&assets.join(format!("blob{i:02}.bin")), size, g)?;
+    }
+    std::fs::rename(&tmp, dir)?;
+    Ok(())
+}
+
+/// Writes `path` unless it already holds `size` bytes (a `--quick` run and
+/// a full one share the work directory).
+fn ensure_file(path: &Path, size: u64, write: impl FnOnce(&Path, u64) -> Result<()>) -> Result<()> {
+    if std::fs::metadata(path).ok().map(|m| m.len()) != Some(size) {
+        write(path, size)?;
+    }
+    Ok(())
+}
+
+/// How the target of a re-sync differs from the source when measured.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Resync {
+    /// Not at all.
+    Same,
+    /// 1% of the files were edited (a line appended) since.
+    Edit1Pct,
+    /// 10% of the files were deleted since.
+    Delete10Pct,
+}
+
 #[derive(Clone)]
 struct Workload {
     id: &'static str,
@@ -130,6 +266,58 @@ struct Workload {
     repeat: usize,
     /// Sandbox -> host (`source` then lives in the sandbox's remote dir).
     out: bool,
+    /// A re-sync: the target already holds the source, or an older version.
+    resync: Option<Resync>,
+    /// For a re-sync that changes its source: the tree `source` is copied
+    /// from before each sample and restored from after it.
+    pristine: Option<PathBuf>,
+}
+
+/// A one-shot sync-in of `files` files, `bytes` in all.
+fn workload(
+    id: &'static str,
+    title: String,
+    source: PathBuf,
+    kind: &'static str,
+    bytes: u64,
+    files: u64,
+) -> Workload {
+    Workload {
+        id,
+        title,
+        source,
+        kind,
+        bytes,
+        files,
+        repeat: 1,
+        out: false,
+        resync: None,
+        pristine: None,
+    }
+}
+
+/// The order workloads are run and reported in.
+const ORDER: [&str; 13] = [
+    "W1",
+    "W2",
+    "W3",
+    "W4",
+    "W9",
+    "W10a",
+    "W10b",
+    "W10c",
+    "W2-same",
+    "SRC",
+    "SRC-same",
+    "SRC-1pct",
+    "SRC-del10",
+];
+
+/// The rows' workloads: `local` for the local backend (and the unthrottled
+/// kube endpoint), `link` for the throttled links (big files shrunk, no W4).
+struct Workloads {
+    local: Vec<Workload>,
+    link: Vec<Workload>,
 }
 
 fn count(dir: &Path) -> (u64, u64) {
@@ -146,21 +334,70 @@ fn count(dir: &Path) -> (u64, u64) {
     (files, bytes)
 }
 
-fn generate(a: &Args) -> Result<Vec<Workload>> {
+/// The single big-file workloads, at `size`: W1 and W2 in, the same out
+/// (W10a, W10c; the sandbox's remote dir is the sources directory), and W2
+/// again into a target that holds it.
+fn file_workloads(size: u64, random: &Path, text: &Path) -> Vec<Workload> {
+    let h = human(size);
+    let w1 = workload(
+        "W1",
+        format!("1 x {h} random"),
+        random.into(),
+        "file",
+        size,
+        1,
+    );
+    let w2 = workload(
+        "W2",
+        format!("1 x {h} compressible text"),
+        text.into(),
+        "file",
+        size,
+        1,
+    );
+    vec![
+        Workload {
+            id: "W10a",
+            title: format!("sync-out: 1 x {h} random"),
+            out: true,
+            ..w1.clone()
+        },
+        Workload {
+            id: "W10c",
+            title: format!("sync-out: 1 x {h} compressible text"),
+            out: true,
+            ..w2.clone()
+        },
+        Workload {
+            id: "W2-same",
+            title: format!("re-sync: 1 x {h} text into a target that holds it"),
+            resync: Some(Resync::Same),
+            ..w2.clone()
+        },
+        w1,
+        w2,
+    ]
+}
+
+fn generate(a: &Args) -> Result<Workloads> {
     let src = a.work.join("src");
     let mut g = Gen(0x9E37_79B9_7F4A_7C15);
     let big = if a.quick { 64 << 20 } else { 1 << 30 };
+    // A 1 GiB file at 5 MB/s takes 3.5 minutes a run.
+    let link_big: u64 = if a.quick { 16 << 20 } else { 64 << 20 };
     let small_files = if a.quick { 1_000 } else { 10_000 };
     let many_files = if a.quick { 5_000 } else { 100_000 };
+    let (tree_files, tree_blobs) = if a.quick { (1_000, 5) } else { (10_000, 20) };
     std::fs::create_dir_all(&src)?;
     let w1 = src.join("w1-random.bin");
-    if !w1.exists() {
-        write_random(&w1, big, &mut g)?;
-    }
+    ensure_file(&w1, big, |p, n| write_random(p, n, &mut g))?;
     let w2 = src.join("w2-text.log");
-    if !w2.exists() {
-        write_text(&w2, big)?;
-    }
+    ensure_file(&w2, big, write_text)?;
+    let mib = link_big >> 20;
+    let w1_link = src.join(format!("w1-random-{mib}m.bin"));
+    ensure_file(&w1_link, link_big, |p, n| write_random(p, n, &mut g))?;
+    let w2_link = src.join(format!("w2-text-{mib}m.log"));
+    ensure_file(&w2_link, link_big, write_text)?;
     let w3 = src.join("w3");
     if !w3.exists() {
         for i in 0..small_files {
@@ -191,82 +428,74 @@ fn generate(a: &Args) -> Result<Vec<Workload>> {
     if !w9.exists() {
         write_random(&w9, 4096, &mut g)?;
     }
+    let tree = src.join(format!("srctree-{tree_files}"));
+    if !tree.exists() {
+        write_tree(&tree, tree_files, tree_blobs, &mut g)?;
+    }
     let (f3, b3) = count(&w3);
     let (f4, b4) = count(&w4);
-    Ok(vec![
-        Workload {
-            id: "W1",
-            title: format!("1 x {} random", human(big)),
-            source: w1,
-            kind: "file",
-            bytes: big,
-            files: 1,
-            repeat: 1,
-            out: false,
-        },
-        Workload {
-            id: "W2",
-            title: format!("1 x {} compressible text", human(big)),
-            source: w2,
-            kind: "file",
-            bytes: big,
-            files: 1,
-            repeat: 1,
-            out: false,
-        },
-        Workload {
-            id: "W3",
-            title: format!("{f3} x 4 KiB"),
-            source: w3,
-            kind: "directory",
-            bytes: b3,
-            files: f3,
-            repeat: 1,
-            out: false,
-        },
-        Workload {
-            id: "W4",
-            title: format!("{f4} files of 1-16 KiB, nested"),
-            source: w4,
-            kind: "directory",
-            bytes: b4,
-            files: f4,
-            repeat: 1,
-            out: false,
-        },
-        Workload {
-            id: "W9",
-            title: "100 successive one-file syncs (4 KiB)".into(),
-            source: src.join("w9-one.txt"),
-            kind: "file",
-            bytes: 4096 * 100,
-            files: 100,
-            repeat: 100,
-            out: false,
-        },
-        // Sync-out reads the same sources, seen as the sandbox's files: the
-        // sandbox's remote dir is the sources directory.
-        Workload {
-            id: "W10a",
-            title: format!("sync-out: 1 x {} random", human(big)),
-            source: src.join("w1-random.bin"),
-            kind: "file",
-            bytes: big,
-            files: 1,
-            repeat: 1,
-            out: true,
-        },
+    let (ft, bt) = count(&tree);
+    let src_tree = workload(
+        "SRC",
+        format!(
+            "source tree: {ft} files, {} (text of 200 B-40 KiB, {tree_blobs} binaries of 256 KiB-2 MiB)",
+            human(bt)
+        ),
+        tree.clone(),
+        "directory",
+        bt,
+        ft,
+    );
+    // The re-syncs that change their source change a copy of the tree.
+    let changed = |id: &'static str, what: &str, resync: Resync| Workload {
+        id,
+        title: format!("re-sync SRC, {what}"),
+        source: a.work.join("mut").join(id),
+        resync: Some(resync),
+        pristine: Some(tree.clone()),
+        ..src_tree.clone()
+    };
+    let w3 = workload("W3", format!("{f3} x 4 KiB"), w3, "directory", b3, f3);
+    let shared = vec![
         Workload {
             id: "W10b",
             title: format!("sync-out: {f3} x 4 KiB"),
-            source: src.join("w3"),
-            kind: "directory",
-            bytes: b3,
-            files: f3,
-            repeat: 1,
             out: true,
+            ..w3.clone()
         },
-    ])
+        w3,
+        workload(
+            "W4",
+            format!("{f4} files of 1-16 KiB, nested"),
+            w4,
+            "directory",
+            b4,
+            f4,
+        ),
+        Workload {
+            title: "100 successive one-file syncs (4 KiB)".into(),
+            repeat: 100,
+            ..workload("W9", String::new(), w9, "file", 4096 * 100, 100)
+        },
+        Workload {
+            id: "SRC-same",
+            title: "re-sync SRC into a target that holds it".into(),
+            resync: Some(Resync::Same),
+            ..src_tree.clone()
+        },
+        changed("SRC-1pct", "1% of its files edited", Resync::Edit1Pct),
+        changed("SRC-del10", "10% of its files deleted", Resync::Delete10Pct),
+        src_tree,
+    ];
+    let mut local = file_workloads(big, &w1, &w2);
+    local.extend(shared.iter().cloned());
+    let mut link = file_workloads(link_big, &w1_link, &w2_link);
+    // W4 (about 850 MB in 100k files) would take minutes a run at 5 MB/s.
+    link.extend(shared.into_iter().filter(|w| w.id != "W4"));
+    let rank = |w: &Workload| ORDER.iter().position(|id| *id == w.id);
+    local.sort_by_key(rank);
+    link.sort_by_key(rank);
+    Ok(Workloads { local, link })
 }
 
 fn human(b: u64) -> String {
@@ -277,45 +506,69 @@ fn human(b: u64) -> String {
     }
 }
 
-/// Runs `cmd` and returns (wall, peak RSS of the child, stderr).
-fn measure(mut cmd: Command) -> Result<(Duration, u64, String)> {
-    cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+/// Runs `cmd` and returns (wall, peak RSS of the child, stderr, stdout).
+fn measure(mut cmd: Command) -> Result<(Duration, u64, String, String)> {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd.spawn().context("spawn")?;
-    let stderr = child.stderr.take();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(mut e) = stderr {
-            let _ = std::io::Read::read_to_string(&mut e, &mut s);
-        }
-        s
-    });
+    let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut p) = pipe {
+                let _ = std::io::Read::read_to_string(&mut p, &mut s);
+            }
+            s
+        })
+    };
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
     let (status, peak) =
         sandbox_sync_tests::wait_with_peak_rss(&mut child, Duration::from_millis(2))?;
     let wall = start.elapsed();
-    let err = reader.join().unwrap_or_default();
+    let err = stderr.join().unwrap_or_default();
+    let out = stdout.join().unwrap_or_default();
     if !status.success() {
         bail!("{cmd:?} failed: {err}");
     }
-    Ok((wall, peak, err))
+    Ok((wall, peak, err, out))
 }
 
-/// One contender's run on one workload.
-type Runner<'a> = Box<dyn Fn() -> Result<Sample> + 'a>;
+/// One contender's run on one workload; its argument: wipe the target
+/// first (else sync into what the last run left).
+type Runner<'a> = Box<dyn Fn(bool) -> Result<Sample> + 'a>;
 
 #[derive(Clone)]
 struct Sample {
     wall: Duration,
     rss: u64,
     execs: u64,
+    /// Stream bytes the kube endpoint carried, when it was one.
+    wire: Option<u64>,
+    /// The compressed streams the CLI reported ("stdin zstd"), if any.
+    codecs: String,
+}
+
+impl Sample {
+    /// A run that neither crossed the kube endpoint nor compressed.
+    fn plain(wall: Duration, rss: u64, execs: u64) -> Self {
+        Sample {
+            wall,
+            rss,
+            execs,
+            wire: None,
+            codecs: String::new(),
+        }
+    }
 }
 
 struct Row {
     workload: &'static str,
     contender: String,
     latency: u64,
+    /// The throttled link's rate in MB/s; `None` for the local rows.
+    link: Option<u64>,
     samples: Vec<Sample>,
-    wire: u64,
+    wire: Option<u64>,
     note: String,
 }
 
@@ -331,6 +584,15 @@ fn reset(dir: &Path) -> Result<()> {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir)?;
     Ok(())
+}
+
+/// Empties `dir` when `wipe`, else only makes sure it exists.
+fn prepare(dir: &Path, wipe: bool) -> Result<()> {
+    if wipe {
+        reset(dir)
+    } else {
+        Ok(std::fs::create_dir_all(dir)?)
+    }
 }
 
 fn ops_file(work: &Path, w: &Workload, target: &str) -> Result<PathBuf> {
@@ -349,30 +611,71 @@ fn execs_of(stderr: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The compressed streams of a sync, from the JSON the CLI prints last
+/// (`compression: [{stream, codec, ...}]`): "stdin zstd", "" when plain.
+fn codecs_of(stdout: &str) -> String {
+    let line = stdout.lines().rev().find(|l| !l.trim().is_empty());
+    let Some(v) = line.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok()) else {
+        return String::new();
+    };
+    let Some(streams) = v["compression"].as_array() else {
+        return String::new();
+    };
+    let name = |c: &serde_json::Value, k: &str| c[k].as_str().unwrap_or("?").to_owned();
+    streams
+        .iter()
+        .map(|c| format!("{} {}", name(c, "stream"), name(c, "codec")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Which provider and transport a `sandbox-sync` run uses.
 #[derive(Clone, Copy)]
 enum Variant<'a> {
     TarStream,
     Fallback,
-    /// Through the kube backend with this kubeconfig.
-    Kube(&'a Path),
+    /// Through the kube backend, to `server` (described by `kubeconfig`),
+    /// with this `--compress` mode (`None`: the CLI's default).
+    Kube {
+        server: &'a K8sExecServer,
+        kubeconfig: &'a Path,
+        compress: Option<&'static str>,
+    },
 }
 
-fn run_component(a: &Args, w: &Workload, latency: u64, variant: Variant<'_>) -> Result<Sample> {
+impl Variant<'_> {
+    /// Stream bytes the kube endpoint carried so far.
+    fn wire(self) -> Option<u64> {
+        match self {
+            Variant::Kube { server, .. } => Some(server.stdin_bytes() + server.stdout_bytes()),
+            _ => None,
+        }
+    }
+}
+
+fn run_component(
+    a: &Args,
+    w: &Workload,
+    latency: u64,
+    variant: Variant<'_>,
+    wipe: bool,
+) -> Result<Sample> {
     let (remote, target) = if w.out {
         let host = a.work.join("host-out");
-        reset(&host)?;
+        prepare(&host, wipe)?;
         (a.work.join("src"), host.join("target"))
     } else {
         let remote = a.work.join("remote");
-        reset(&remote)?;
+        prepare(&remote, wipe)?;
         let target = remote.join("target");
         (remote, target)
     };
     let ops = ops_file(&a.work, w, &target.to_string_lossy())?;
+    let wire_before = variant.wire();
     let mut total = Duration::ZERO;
     let mut rss = 0;
     let mut execs = 0;
+    let mut codecs = String::new();
     for _ in 0..w.repeat {
         let mut cmd = Command::new(&a.bin);
         cmd.arg(if w.out { "sync-out" } else { "sync-in" })
@@ -388,7 +691,11 @@ fn run_component(a: &Args, w: &Workload, latency: u64, variant: Variant<'_>) -> 
             Variant::Fallback => {
                 cmd.arg("--component").arg(&a.fallback);
             }
-            Variant::Kube(kubeconfig) => {
+            Variant::Kube {
+                kubeconfig,
+                compress,
+                ..
+            } => {
                 cmd.args([
                     "--backend",
                     "kube",
@@ -399,23 +706,27 @@ fn run_component(a: &Args, w: &Workload, latency: u64, variant: Variant<'_>) -> 
                 ])
                 .arg("--kubeconfig")
                 .arg(kubeconfig);
+                if let Some(mode) = compress {
+                    cmd.args(["--compress", mode]);
+                }
             }
         }
-        let (wall, peak, err) = measure(cmd)?;
+        let (wall, peak, err, out) = measure(cmd)?;
         total += wall;
         rss = rss.max(peak);
         execs += execs_of(&err);
+        codecs = codecs_of(&out);
     }
     Ok(Sample {
-        wall: total,
-        rss,
-        execs,
+        wire: variant.wire().zip(wire_before).map(|(now, was)| now - was),
+        codecs,
+        ..Sample::plain(total, rss, execs)
     })
 }
 
-fn run_raw(a: &Args, w: &Workload, latency: u64) -> Result<Sample> {
+fn run_raw(a: &Args, w: &Workload, latency: u64, wipe: bool) -> Result<Sample> {
     let dst = a.work.join("raw");
-    reset(&dst)?;
+    prepare(&dst, wipe)?;
     let (dir, name) = match w.kind {
         "file" => (
             w.source.parent().context("parent")?.to_path_buf(),
@@ -439,18 +750,14 @@ fn run_raw(a: &Args, w: &Workload, latency: u64) -> Result<Sample> {
     for _ in 0..w.repeat {
         let mut cmd = Command::new("sh");
         cmd.arg("-c").arg(&script);
-        let (wall, peak, _) = measure(cmd)?;
+        let (wall, peak, _, _) = measure(cmd)?;
         total += wall;
         rss = rss.max(peak);
     }
-    Ok(Sample {
-        wall: total,
-        rss,
-        execs: w.repeat as u64,
-    })
+    Ok(Sample::plain(total, rss, w.repeat as u64))
 }
 
-fn run_naive(a: &Args, w: &Workload, latency: u64) -> Result<Sample> {
+fn run_naive(a: &Args, w: &Workload, latency: u64, wipe: bool) -> Result<Sample> {
     // One exec per file: in, the file is the exec's stdin; out, its stdout.
     let (program, io_name) = if w.out {
         (
@@ -461,7 +768,7 @@ fn run_naive(a: &Args, w: &Workload, latency: u64) -> Result<Sample> {
         ("mkdir -p \"$(dirname \"$1\")\" && cat > \"$1\"", "in")
     };
     let dst = a.work.join("naive");
-    reset(&dst)?;
+    prepare(&dst, wipe)?;
     let mut files = Vec::new();
     if w.kind == "file" {
         files.push(w.source.clone());
@@ -499,11 +806,107 @@ fn run_naive(a: &Args, w: &Workload, latency: u64) -> Result<Sample> {
             execs += 1;
         }
     }
-    Ok(Sample {
-        wall: start.elapsed(),
-        rss: 0,
-        execs,
-    })
+    Ok(Sample::plain(start.elapsed(), 0, execs))
+}
+
+/// One measured sample of `w` by `run`. A re-sync first restores the
+/// source, brings a wiped target to it with an unmeasured full sync by the
+/// same contender, then changes the source and measures a sync into that
+/// target; the source is restored after.
+fn sample(w: &Workload, run: &dyn Fn(bool) -> Result<Sample>) -> Result<Sample> {
+    let Some(resync) = w.resync else {
+        return run(true);
+    };
+    restore(w)?;
+    run(true).context("the unmeasured full sync before a re-sync")?;
+    change(w, resync)?;
+    let measured = run(false);
+    restore(w)?;
+    measured
+}
+
+/// Copies the pristine tree back over a changing re-sync's source.
+fn restore(w: &Workload) -> Result<()> {
+    let Some(pristine) = &w.pristine else {
+        return Ok(());
+    };
+    let _ = std::fs::remove_dir_all(&w.source);
+    if let Some(parent) = w.source.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    // `-a`: the same modes and mtimes each time.
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(pristine)
+        .arg(&w.source)
+        .status()
+        .context("cp")?;
+    anyhow::ensure!(status.success(), "cp -a {} failed", pristine.display());
+    Ok(())
+}
+
+/// Edits every 100th or deletes every 10th file of the source, in name
+/// order; each edit appends a line no earlier edit wrote.
+fn change(w: &Workload, resync: Resync) -> Result<()> {
+    static EDITS: AtomicU64 = AtomicU64::new(0);
+    let every = match resync {
+        Resync::Same => return Ok(()),
+        Resync::Edit1Pct => 100,
+        Resync::Delete10Pct => 10,
+    };
+    let mut files = Vec::new();
+    sandbox_sync_tests::walk(&w.source, &mut |p| {
+        if p.is_file() {
+            files.push(p.to_path_buf());
+        }
+    });
+    files.sort();
+    for f in files.iter().step_by(every) {
+        if resync == Resync::Delete10Pct {
+            std::fs::remove_file(f)?;
+        } else {
+            let n = EDITS.fetch_add(1, Ordering::Relaxed);
+            let mut file = std::fs::OpenOptions::new().append(true).open(f)?;
+            writeln!(file, "// edit {n}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Measures `runs` samples of one contender on one workload.
+fn bench_row(
+    w: &Workload,
+    contender: &str,
+    (latency, link): (u64, Option<u64>),
+    runs: usize,
+    run: &dyn Fn(bool) -> Result<Sample>,
+) -> Result<Row> {
+    let mut samples = Vec::new();
+    for _ in 0..runs {
+        samples.push(sample(w, run).with_context(|| format!("{} {contender}", w.id))?);
+    }
+    // What the stream carries, unless the endpoint counted it; unknown for
+    // a re-sync, which may send less than the tree.
+    let estimate = match contender {
+        _ if w.resync.is_some() => None,
+        "base64-fallback" => Some(w.bytes * 4 / 3),
+        _ => Some(w.bytes),
+    };
+    let row = Row {
+        workload: w.id,
+        contender: contender.into(),
+        latency,
+        link,
+        wire: samples.iter().find_map(|s| s.wire).or(estimate),
+        note: samples
+            .first()
+            .map(|s| s.codecs.clone())
+            .unwrap_or_default(),
+        samples,
+    };
+    let at = link.map_or_else(|| format!("{latency}ms"), |rate| format!("{rate}MB/s"));
+    eprintln!("{} {contender} @{at}: median {:?}", w.id, row.median());
+    Ok(row)
 }
 
 fn instantiation() -> Result<(Duration, Duration, Duration)> {
@@ -527,6 +930,46 @@ fn instantiation() -> Result<(Duration, Duration, Duration)> {
     Ok((cold, cached, warm))
 }
 
+/// A throttled API-server link: its own in-process exec endpoint.
+struct Link {
+    /// MB/s, each direction.
+    rate: u64,
+    server: K8sExecServer,
+    kubeconfig: PathBuf,
+}
+
+/// Starts an exec endpoint with `faults`; writes its kubeconfig as `name`.
+fn endpoint(
+    a: &Args,
+    rt: &tokio::runtime::Runtime,
+    name: &str,
+    faults: Faults,
+) -> Result<(K8sExecServer, PathBuf)> {
+    let config = ServerConfig::new(KUBE_NS, KUBE_POD, "agent", HostCommands).faults(faults);
+    let server = rt.block_on(K8sExecServer::start(config))?;
+    let kubeconfig = a.work.join(name);
+    std::fs::write(&kubeconfig, server.kubeconfig())?;
+    Ok((server, kubeconfig))
+}
+
+/// Keeps the workloads `--only` names; refuses a name that is none.
+fn select(a: &Args, workloads: &mut Workloads) -> Result<()> {
+    let Some(only) = &a.only else {
+        return Ok(());
+    };
+    for id in only {
+        anyhow::ensure!(
+            ORDER.contains(&id.as_str()),
+            "--only: no workload {id:?} (known: {})",
+            ORDER.join(",")
+        );
+    }
+    let keep = |w: &Workload| only.iter().any(|id| id == w.id);
+    workloads.local.retain(keep);
+    workloads.link.retain(keep);
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let a = parse_args()?;
     anyhow::ensure!(
@@ -541,56 +984,75 @@ fn main() -> Result<()> {
             .arg(&a.work)
             .status();
     }
-    let workloads = generate(&a)?;
-    // The Kubernetes exec endpoint, served in-process for the whole run.
+    let mut workloads = generate(&a)?;
+    let w9 = workloads.local.iter().find(|w| w.id == "W9").cloned();
+    select(&a, &mut workloads)?;
+    // The Kubernetes exec endpoints, served in-process for the whole run:
+    // one unthrottled, one per link.
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let server = rt.block_on(K8sExecServer::start(ServerConfig::new(
-        KUBE_NS,
-        KUBE_POD,
-        "agent",
-        HostCommands,
-    )))?;
-    let kubeconfig = a.work.join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig())?;
+    let (server, kubeconfig) = endpoint(&a, &rt, "kubeconfig", Faults::default())?;
+    let mut links = Vec::new();
+    for &rate in &a.links {
+        let faults = Faults {
+            stdin_bytes_per_sec: Some(rate * 1_000_000),
+            stdout_bytes_per_sec: Some(rate * 1_000_000),
+            exec_latency: Some(Duration::from_millis(LINK_EXEC_LATENCY_MS)),
+            ..Faults::default()
+        };
+        let (server, kubeconfig) = endpoint(&a, &rt, &format!("kubeconfig-{rate}mbps"), faults)?;
+        links.push(Link {
+            rate,
+            server,
+            kubeconfig,
+        });
+    }
     // A new binary compiles each component on first use (~100 ms, ~40 MiB):
     // warm the compile cache so no measured run pays for it.
-    if let Some(w9) = workloads.iter().find(|w| w.id == "W9") {
-        let once = Workload {
-            repeat: 1,
-            ..w9.clone()
-        };
-        run_component(&a, &once, 0, Variant::TarStream)?;
-        run_component(&a, &once, 0, Variant::Fallback)?;
+    if let Some(w9) = w9 {
+        let once = Workload { repeat: 1, ..w9 };
+        run_component(&a, &once, 0, Variant::TarStream, true)?;
+        run_component(&a, &once, 0, Variant::Fallback, true)?;
     }
     let mut rows: Vec<Row> = Vec::new();
-    for w in &workloads {
+    for w in &workloads.local {
         for &latency in &a.latencies {
             let mut contenders: Vec<(&str, Runner<'_>)> = vec![
                 (
                     "tar-stream",
-                    Box::new(|| run_component(&a, w, latency, Variant::TarStream)),
+                    Box::new(|wipe| run_component(&a, w, latency, Variant::TarStream, wipe)),
                 ),
-                ("raw-pipe", Box::new(|| run_raw(&a, w, latency))),
+                ("raw-pipe", Box::new(|wipe| run_raw(&a, w, latency, wipe))),
             ];
-            // The test endpoint has no latency knob: kube runs at 0 ms only.
+            // Exec latency on kube is a link property: see the link rows.
             if latency == 0 {
                 contenders.push((
                     "tar-stream-kube",
-                    Box::new(|| run_component(&a, w, 0, Variant::Kube(&kubeconfig))),
+                    Box::new(|wipe| {
+                        let kube = Variant::Kube {
+                            server: &server,
+                            kubeconfig: &kubeconfig,
+                            compress: None,
+                        };
+                        run_component(&a, w, 0, kube, wipe)
+                    }),
                 ));
             }
-            // The fallback moves 3 MiB per exec; the naive loop one file per exec.
+            // The fallback moves 3 MiB per exec; the naive loop one file per
+            // exec (twice on a re-sync, to show a plain copy once more).
             if w.bytes <= (256 << 20) || a.quick || latency == 0 {
                 contenders.push((
                     "base64-fallback",
-                    Box::new(|| run_component(&a, w, latency, Variant::Fallback)),
+                    Box::new(|wipe| run_component(&a, w, latency, Variant::Fallback, wipe)),
                 ));
             }
-            if w.files * (latency + 3) <= 60_000 {
-                contenders.push(("naive-per-file", Box::new(|| run_naive(&a, w, latency))));
+            if w.resync.is_none() && w.files * (latency + 3) <= 60_000 {
+                contenders.push((
+                    "naive-per-file",
+                    Box::new(|wipe| run_naive(&a, w, latency, wipe)),
+                ));
             }
             for (name, f) in contenders {
                 let runs = if name == "base64-fallback" && w.bytes > (256 << 20) {
@@ -598,51 +1060,72 @@ fn main() -> Result<()> {
                 } else {
                     a.runs
                 };
-                let mut samples = Vec::new();
-                for _ in 0..runs {
-                    samples.push(f()?);
-                }
-                let wire = match name {
-                    "base64-fallback" => w.bytes * 4 / 3,
-                    _ => w.bytes,
-                };
-                eprintln!("{} {name} @{latency}ms: median {:?}", w.id, {
-                    let r = Row {
-                        workload: w.id,
-                        contender: name.into(),
-                        latency,
-                        samples: samples.clone(),
-                        wire,
-                        note: String::new(),
-                    };
-                    r.median()
-                });
-                rows.push(Row {
-                    workload: w.id,
-                    contender: name.into(),
-                    latency,
-                    samples,
-                    wire,
-                    note: String::new(),
-                });
+                rows.push(bench_row(w, name, (latency, None), runs, &f)?);
             }
         }
     }
+    // No raw pipe here: it has no throttled form as fair as the endpoint's.
+    for link in &links {
+        for w in &workloads.link {
+            for (name, compress) in LINK_CONTENDERS {
+                let kube = Variant::Kube {
+                    server: &link.server,
+                    kubeconfig: &link.kubeconfig,
+                    compress: Some(compress),
+                };
+                let run = |wipe| run_component(&a, w, 0, kube, wipe);
+                let at = (LINK_EXEC_LATENCY_MS, Some(link.rate));
+                rows.push(bench_row(w, name, at, a.link_runs, &run)?);
+            }
+        }
+    }
+    drop(links);
     drop(server);
     drop(rt);
     let inst = instantiation()?;
     let md = report(&a, &workloads, &rows, inst);
     std::fs::write(a.out.join("BENCHMARKS.md"), md)?;
-    chart(&a.out.join("benchmarks.svg"), &workloads, &rows)?;
+    chart(&a.out.join("benchmarks.svg"), &workloads.local, &rows)?;
     if rustix::process::geteuid().is_root() {
         let _ = Command::new("umount").arg(&a.work).status();
     }
     Ok(())
 }
 
+/// Execs per sync of a row's first sample.
+fn execs_cell(r: &Row, w: &Workload) -> String {
+    let execs = r
+        .samples
+        .first()
+        .map(|x| x.execs as f64 / w.repeat as f64)
+        .unwrap_or(0.0);
+    if execs.fract() == 0.0 {
+        format!("{execs:.0}")
+    } else {
+        format!("{execs:.1}")
+    }
+}
+
+/// `med` against `base`, as "1.23x"; empty without a base.
+fn ratio_cell(med: Duration, base: Option<Duration>) -> String {
+    base.map(|b| format!("{:.2}x", med.as_secs_f64() / b.as_secs_f64()))
+        .unwrap_or_default()
+}
+
+/// "min-max s" of a row's samples.
+fn spread_cell(r: &Row) -> String {
+    let min = r.samples.iter().map(|x| x.wall).min().unwrap_or_default();
+    let max = r.samples.iter().map(|x| x.wall).max().unwrap_or_default();
+    format!("{:.3}-{:.3} s", min.as_secs_f64(), max.as_secs_f64())
+}
+
+fn wire_cell(r: &Row) -> String {
+    r.wire.map_or_else(|| "-".into(), |b| b.to_string())
+}
+
 fn report(
     a: &Args,
-    workloads: &[Workload],
+    workloads: &Workloads,
     rows: &[Row],
     inst: (Duration, Duration, Duration),
 ) -> String {
@@ -654,68 +1137,65 @@ fn report(
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
         a.runs);
-    let _ = writeln!(s, "Contenders: `tar-stream` (this provider, local backend); `tar-stream-kube` (the same through the kube client and the Kubernetes exec protocol, WebSocket v5, served in-process on this machine by the test exec endpoint; 0 ms only); `base64-fallback` (the second provider component); `raw-pipe`; `naive-per-file` (one `sh -c 'cat > f'` exec per file, or `cat f` out; for a single file that is a plain local copy). W10 is sync-out (sandbox -> host); every other workload is sync-in.\n");
-    for w in workloads {
+    let _ = writeln!(s, "Contenders: `tar-stream` (this provider, local backend); `tar-stream-kube` (the same through the kube client and the Kubernetes exec protocol, WebSocket v5, served in-process on this machine by the test exec endpoint, unthrottled; 0 ms only; the CLI's default `--compress`, with the codecs it chose in brackets); `base64-fallback` (the second provider component); `raw-pipe`; `naive-per-file` (one `sh -c 'cat > f'` exec per file, or `cat f` out; for a single file that is a plain local copy). W10 is sync-out (sandbox -> host); every other workload is sync-in.\n");
+    let _ = writeln!(s, "Re-syncs (W2-same, SRC-same, SRC-1pct, SRC-del10): each sample first brings a wiped target to the source with an unmeasured full sync by the same contender, then edits (appends a line to every 100th file) or deletes (every 10th file) in the source, and measures the next sync into that target. `raw-pipe` copies the whole changed source over the old target (a copy, not a sync: deleted files stay); `naive-per-file` is not run. Bytes on wire are unknown for re-syncs off the kube endpoint.\n");
+    for w in &workloads.local {
         let _ = writeln!(s, "## {} — {}\n", w.id, w.title);
         let _ = writeln!(s, "| contender | exec latency | median | min-max | MB/s | files/s | execs/sync | bytes on wire | peak RSS | vs raw pipe |");
         let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
-        for r in rows.iter().filter(|r| r.workload == w.id) {
+        for r in rows
+            .iter()
+            .filter(|r| r.link.is_none() && r.workload == w.id)
+        {
             let med = r.median();
-            let min = r.samples.iter().map(|x| x.wall).min().unwrap_or_default();
-            let max = r.samples.iter().map(|x| x.wall).max().unwrap_or_default();
             let raw = rows
                 .iter()
-                .find(|x| x.workload == w.id && x.latency == r.latency && x.contender == "raw-pipe")
+                .find(|x| {
+                    x.link.is_none()
+                        && x.workload == w.id
+                        && x.latency == r.latency
+                        && x.contender == "raw-pipe"
+                })
                 .map(Row::median);
-            let ratio = raw
-                .map(|raw| format!("{:.2}x", med.as_secs_f64() / raw.as_secs_f64()))
-                .unwrap_or_default();
             let secs = med.as_secs_f64().max(1e-9);
             let rss = r.samples.iter().map(|x| x.rss).max().unwrap_or(0);
-            let execs = r
-                .samples
-                .first()
-                .map(|x| x.execs as f64 / w.repeat as f64)
-                .unwrap_or(0.0);
+            let contender = if r.note.is_empty() {
+                r.contender.clone()
+            } else {
+                format!("{} [{}]", r.contender, r.note)
+            };
             let _ = writeln!(
                 s,
-                "| {} | {} ms | {:.3} s | {:.3}-{:.3} s | {:.0} | {:.0} | {} | {} | {} | {} |{}",
-                r.contender,
+                "| {contender} | {} ms | {secs:.3} s | {} | {:.0} | {:.0} | {} | {} | {} | {} |",
                 r.latency,
-                secs,
-                min.as_secs_f64(),
-                max.as_secs_f64(),
+                spread_cell(r),
                 w.bytes as f64 / 1e6 / secs,
                 w.files as f64 / secs,
-                if execs.fract() == 0.0 {
-                    format!("{execs:.0}")
-                } else {
-                    format!("{execs:.1}")
-                },
-                r.wire,
+                execs_cell(r, w),
+                wire_cell(r),
                 if rss > 0 {
                     format!("{:.1} MiB", rss as f64 / (1 << 20) as f64)
                 } else {
                     "-".into()
                 },
-                ratio,
-                r.note
+                ratio_cell(med, raw),
             );
         }
         let _ = writeln!(s);
     }
+    link_report(&mut s, a, &workloads.link, rows);
     let ratio = |w: &str, c: &str| -> Option<f64> {
-        let r = rows
-            .iter()
-            .find(|r| r.workload == w && r.latency == 0 && r.contender == c)?;
+        let local = |r: &&Row| r.link.is_none() && r.workload == w && r.latency == 0;
+        let r = rows.iter().filter(local).find(|r| r.contender == c)?;
         let raw = rows
             .iter()
-            .find(|r| r.workload == w && r.latency == 0 && r.contender == "raw-pipe")?;
+            .filter(local)
+            .find(|r| r.contender == "raw-pipe")?;
         Some(r.median().as_secs_f64() / raw.median().as_secs_f64())
     };
     let rss = |w: &str| {
         rows.iter()
-            .filter(|r| r.workload == w && r.contender == "tar-stream")
+            .filter(|r| r.link.is_none() && r.workload == w && r.contender == "tar-stream")
             .flat_map(|r| r.samples.iter().map(|x| x.rss))
             .max()
             .unwrap_or(0)
@@ -739,11 +1219,12 @@ fn report(
     }
     let execs_ok = rows
         .iter()
-        .filter(|r| r.contender == "tar-stream")
+        .filter(|r| r.link.is_none() && r.contender == "tar-stream")
         .all(|r| {
             r.samples.iter().all(|x| {
                 x.execs as usize
                     == workloads
+                        .local
                         .iter()
                         .find(|w| w.id == r.workload)
                         .map(|w| w.repeat)
@@ -758,7 +1239,9 @@ fn report(
     );
     let (r1, r4, r9) = (rss("W1"), rss("W4"), rss("W9"));
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
-    let _ = writeln!(s, "| host peak RSS <= 64 MiB, flat | {:.1} MiB (1 file, W9) / {:.1} MiB (1 GiB, W1) / {:.1} MiB (100k files, W4) | {} |", mib(r9), mib(r1), mib(r4), if r4 <= 64 << 20 && r1 <= 64 << 20 { "<= 64 MiB; flat in bytes, grows with file count" } else { "no" });
+    if r1 > 0 && r4 > 0 && r9 > 0 {
+        let _ = writeln!(s, "| host peak RSS <= 64 MiB, flat | {:.1} MiB (1 file, W9) / {:.1} MiB (1 GiB, W1) / {:.1} MiB (100k files, W4) | {} |", mib(r9), mib(r1), mib(r4), if r4 <= 64 << 20 && r1 <= 64 << 20 { "<= 64 MiB; flat in bytes, grows with file count" } else { "no" });
+    }
     let _ = writeln!(
         s,
         "| warm instantiation <= 1 ms | {:.1} µs | {} |\n",
@@ -773,8 +1256,68 @@ fn report(
     s
 }
 
+/// One table per throttled link: every workload and contender, against
+/// the uncompressed stream on the same link.
+fn link_report(s: &mut String, a: &Args, workloads: &[Workload], rows: &[Row]) {
+    if !rows.iter().any(|r| r.link.is_some()) {
+        return;
+    }
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let _ = writeln!(s, "## Throttled API-server links\n");
+    let _ = writeln!(s, "Link model: a second in-process exec endpoint per link paces each exec's stdin (client -> process) and stdout (process -> client) to the link's rate, each direction on its own (stream payload; a token bucket with 50 ms of burst), and answers every exec upgrade {LINK_EXEC_LATENCY_MS} ms late (the API server's and the kubelet's round trips; the pod GET is not delayed). There is no per-window RTT and no loss. All of it runs on this machine's {cores} cores: compression on either end competes for CPU with the sandbox's tar, the endpoint and the CLI, as it would not against a real pod. Contenders: `tar-stream-kube` (`--compress none`), `-gzip`, `-zstd` and `-auto` (`--compress gzip|zstd|auto`); the codec column is what the CLI reported using. `raw-pipe` is left out: a plain tar pipe has no throttled form as fair as the endpoint's. Bytes on wire: stdin + stdout payload the endpoint carried (WebSocket and channel framing excluded); MB/s is the workload's bytes over the median. Median of {} runs; ratios against `tar-stream-kube` on the same link.\n", a.link_runs);
+    let _ = writeln!(
+        s,
+        "Workloads on the links (big files are smaller than in the local rows):\n"
+    );
+    for w in workloads {
+        let _ = writeln!(s, "- {} — {}", w.id, w.title);
+    }
+    let _ = writeln!(s);
+    for &rate in &a.links {
+        let _ = writeln!(s, "### {rate} MB/s, {LINK_EXEC_LATENCY_MS} ms per exec\n");
+        let _ = writeln!(s, "| workload | contender | median | min-max | MB/s | execs/sync | bytes on wire | wire / bytes | codec | vs tar-stream-kube |");
+        let _ = writeln!(s, "|---|---|---|---|---|---|---|---|---|---|");
+        for w in workloads {
+            let base = rows
+                .iter()
+                .find(|x| {
+                    x.link == Some(rate) && x.workload == w.id && x.contender == "tar-stream-kube"
+                })
+                .map(Row::median);
+            for r in rows
+                .iter()
+                .filter(|r| r.link == Some(rate) && r.workload == w.id)
+            {
+                let med = r.median();
+                let secs = med.as_secs_f64().max(1e-9);
+                let share = r.wire.map_or_else(
+                    || "-".into(),
+                    |b| format!("{:.3}", b as f64 / w.bytes.max(1) as f64),
+                );
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {secs:.3} s | {} | {:.1} | {} | {} | {share} | {} | {} |",
+                    w.id,
+                    r.contender,
+                    spread_cell(r),
+                    w.bytes as f64 / 1e6 / secs,
+                    execs_cell(r, w),
+                    wire_cell(r),
+                    if r.note.is_empty() { "-" } else { &r.note },
+                    ratio_cell(med, base),
+                );
+            }
+        }
+        let _ = writeln!(s);
+    }
+}
+
 fn chart(path: &Path, workloads: &[Workload], rows: &[Row]) -> Result<()> {
     use plotters::prelude::*;
+    // The local rows only: the links have tables of their own.
+    let rows: Vec<&Row> = rows.iter().filter(|r| r.link.is_none()).collect();
     let root = SVGBackend::new(path, (960, 480)).into_drawing_area();
     root.fill(&WHITE)?;
     let contenders = [

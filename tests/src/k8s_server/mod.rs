@@ -17,7 +17,10 @@
 //! - Stdin is pumped with backpressure: a stdin frame is only read off the
 //!   socket once the previous few were written to the child.
 //! - [`Faults`] inject failures: drop the connection after N stdout bytes,
-//!   withhold the status frame, stall stdin, throttle stdin.
+//!   withhold the status frame, stall stdin, throttle stdin and stdout
+//!   (a slow link), delay each exec upgrade (API-server round trips).
+//! - [`K8sExecServer::stdin_bytes`] and [`K8sExecServer::stdout_bytes`]
+//!   count the stream payload that crossed the socket, for benchmarks.
 //!
 //! Use [`K8sExecServer::kubeconfig`] to point a client at it:
 //!
@@ -91,6 +94,10 @@ struct Shared {
     faults: Mutex<Faults>,
     execs: AtomicU64,
     argvs: Mutex<Vec<Vec<String>>>,
+    /// Stdin payload bytes received from clients, all execs.
+    stdin_wire: Arc<AtomicU64>,
+    /// Stdout payload bytes sent to clients, all execs.
+    stdout_wire: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -143,6 +150,8 @@ impl K8sExecServer {
             config,
             execs: AtomicU64::new(0),
             argvs: Mutex::new(Vec::new()),
+            stdin_wire: Arc::default(),
+            stdout_wire: Arc::default(),
         });
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
         tracing::debug!(%addr, "fake k8s exec server listening");
@@ -204,6 +213,18 @@ impl K8sExecServer {
     /// The argv of every exec served so far.
     pub fn argvs(&self) -> Vec<Vec<String>> {
         lock(&self.shared.argvs).clone()
+    }
+
+    /// Stdin payload bytes received from clients so far (all execs; frame
+    /// and WebSocket headers not counted).
+    pub fn stdin_bytes(&self) -> u64 {
+        self.shared.stdin_wire.load(Ordering::SeqCst)
+    }
+
+    /// Stdout payload bytes sent to clients so far (all execs; frame and
+    /// WebSocket headers not counted).
+    pub fn stdout_bytes(&self) -> u64 {
+        self.shared.stdout_wire.load(Ordering::SeqCst)
     }
 }
 

@@ -4,6 +4,9 @@
 //! the process's stdout/stderr into frames. They are joined by bounded
 //! queues, so a slow side pushes back instead of buffering.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
@@ -43,11 +46,13 @@ pub(super) enum ReaderEnd {
 }
 
 /// Reads client frames: stdin goes to `stdin` (awaiting room, which is the
-/// backpressure), a v5 CLOSE of channel 0 ends stdin.
+/// backpressure), a v5 CLOSE of channel 0 ends stdin. Stdin payload bytes
+/// are added to `received`.
 pub(super) async fn read_frames(
     mut source: WsSource,
     protocol: Protocol,
     stdin: mpsc::Sender<Bytes>,
+    received: Arc<AtomicU64>,
 ) -> ReaderEnd {
     let mut stdin = Some(stdin);
     while let Some(message) = source.next().await {
@@ -66,6 +71,7 @@ pub(super) async fn read_frames(
         };
         match data.first().copied() {
             Some(STDIN_CHANNEL) if data.len() > 1 => {
+                received.fetch_add(data.len() as u64 - 1, Ordering::Relaxed);
                 if let Some(tx) = &stdin {
                     if tx.send(data.slice(1..)).await.is_err() {
                         tracing::debug!("process stdin is closed; discarding stdin");
@@ -93,7 +99,7 @@ pub(super) async fn feed_stdin(
     mut frames: mpsc::Receiver<Bytes>,
     faults: Faults,
 ) {
-    let pacer = match faults.stdin_bytes_per_sec {
+    let mut pacer = match faults.stdin_bytes_per_sec {
         Some(0) => {
             tracing::debug!("fault: stdin rate 0; stalling stdin");
             std::future::pending::<()>().await;
@@ -125,8 +131,8 @@ pub(super) async fn feed_stdin(
             }
             fed += n as u64;
             rest = &rest[n..];
-            if let Some(pacer) = &pacer {
-                pacer.after(fed).await;
+            if let Some(pacer) = &mut pacer {
+                pacer.sent(n).await;
             }
         }
     }
@@ -142,15 +148,45 @@ pub(super) enum PumpEnd {
     DropConnection,
 }
 
+/// How an output pump forwards: the faults that apply to its pipe, and
+/// where it counts the bytes it sent.
+#[derive(Default)]
+pub(super) struct OutputFaults {
+    /// [`Faults::drop_after_stdout_bytes`].
+    pub(super) budget: Option<u64>,
+    /// [`Faults::stdout_bytes_per_sec`].
+    pub(super) bytes_per_sec: Option<u64>,
+    /// Payload bytes forwarded, if counted.
+    pub(super) sent: Option<Arc<AtomicU64>>,
+}
+
 /// Forwards a process pipe as frames on `channel`. When the socket is gone
 /// it keeps reading (and discarding) so the process never blocks on it.
 pub(super) async fn forward_output(
     mut pipe: impl AsyncRead + Unpin,
     channel: u8,
     frames: mpsc::Sender<Message>,
-    mut budget: Option<u64>,
+    faults: OutputFaults,
 ) -> PumpEnd {
-    let mut buf = vec![0u8; OUTPUT_CHUNK];
+    let OutputFaults {
+        mut budget,
+        bytes_per_sec,
+        sent,
+    } = faults;
+    let mut pacer = match bytes_per_sec {
+        Some(0) => {
+            tracing::debug!(channel, "fault: output rate 0; stalling the pipe");
+            std::future::pending::<()>().await;
+            return PumpEnd::Eof;
+        }
+        Some(rate) => Some(Pacer::new(rate)),
+        None => None,
+    };
+    // Paced reads stay within one piece, so a frame never bursts.
+    let chunk = pacer
+        .as_ref()
+        .map_or(OUTPUT_CHUNK, |p| p.piece().min(OUTPUT_CHUNK));
+    let mut buf = vec![0u8; chunk];
     let mut open = true;
     loop {
         let n = match pipe.read(&mut buf).await {
@@ -174,16 +210,20 @@ pub(super) async fn forward_output(
             }
             *left -= send as u64;
         }
-        if send > 0
+        let delivered = send > 0
             && frames
                 .send(Message::binary(frame(channel, &buf[..send])))
                 .await
-                .is_err()
-        {
-            open = false;
+                .is_ok();
+        open = delivered || send == 0;
+        if let (true, Some(sent)) = (delivered, &sent) {
+            sent.fetch_add(send as u64, Ordering::Relaxed);
         }
         if spent {
             return PumpEnd::DropConnection;
+        }
+        if let (true, Some(pacer)) = (delivered, &mut pacer) {
+            pacer.sent(send).await;
         }
     }
 }

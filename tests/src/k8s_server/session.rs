@@ -16,7 +16,9 @@ use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use super::faults::Faults;
 use super::protocol::{Protocol, STATUS_CHANNEL, STDERR_CHANNEL, STDOUT_CHANNEL};
-use super::pumps::{feed_stdin, forward_output, read_frames, write_frames, PumpEnd, ReaderEnd};
+use super::pumps::{
+    feed_stdin, forward_output, read_frames, write_frames, OutputFaults, PumpEnd, ReaderEnd,
+};
 use super::status::{exit_code, status_frame, Outcome};
 use super::upgrade::{Ws, WsSink};
 use super::Shared;
@@ -92,16 +94,23 @@ fn spawn(
     }
 }
 
-/// Runs one exec over an upgraded socket.
-pub(super) async fn serve_exec(ws: Ws, protocol: Protocol, argv: Vec<String>, shared: Arc<Shared>) {
-    let faults = shared.faults();
+/// Runs one exec over an upgraded socket, with the faults read when the
+/// exec started.
+pub(super) async fn serve_exec(
+    ws: Ws,
+    protocol: Protocol,
+    argv: Vec<String>,
+    shared: Arc<Shared>,
+    faults: Faults,
+) {
     let mut tasks = AbortOnDrop::default();
     let (sink, source) = ws.split();
     let (out_tx, out_rx) = mpsc::channel::<Message>(OUT_QUEUE);
     let writer = tokio::spawn(write_frames(sink, out_rx));
     tasks.add(&writer);
     let (stdin_tx, stdin_rx) = mpsc::channel::<Bytes>(STDIN_QUEUE);
-    let mut reader = tokio::spawn(read_frames(source, protocol, stdin_tx));
+    let received = Arc::clone(&shared.stdin_wire);
+    let mut reader = tokio::spawn(read_frames(source, protocol, stdin_tx, received));
     tasks.add(&reader);
 
     if shared.config.channel_preamble {
@@ -123,15 +132,24 @@ pub(super) async fn serve_exec(ws: Ws, protocol: Protocol, argv: Vec<String>, sh
     };
     let feeder = tokio::spawn(feed_stdin(stdin, stdin_rx, faults.clone()));
     tasks.add(&feeder);
+    let stdout_faults = OutputFaults {
+        budget: faults.drop_after_stdout_bytes,
+        bytes_per_sec: faults.stdout_bytes_per_sec,
+        sent: Some(Arc::clone(&shared.stdout_wire)),
+    };
     let mut stdout_task = tokio::spawn(forward_output(
         stdout,
         STDOUT_CHANNEL,
         out_tx.clone(),
-        faults.drop_after_stdout_bytes,
+        stdout_faults,
     ));
     tasks.add(&stdout_task);
-    let mut stderr_task =
-        tokio::spawn(forward_output(stderr, STDERR_CHANNEL, out_tx.clone(), None));
+    let mut stderr_task = tokio::spawn(forward_output(
+        stderr,
+        STDERR_CHANNEL,
+        out_tx.clone(),
+        OutputFaults::default(),
+    ));
     tasks.add(&stderr_task);
 
     let mut exit = None;

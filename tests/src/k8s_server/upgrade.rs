@@ -106,13 +106,20 @@ fn answer_handshake(
 }
 
 /// Completes the WebSocket handshake for a validated exec request (`head`
-/// is every byte read so far) and serves the exec.
+/// is every byte read so far), after [`Faults::exec_latency`], and serves
+/// the exec.
+///
+/// [`Faults::exec_latency`]: super::Faults::exec_latency
 pub(super) async fn upgrade_exec(
     stream: TcpStream,
     head: Vec<u8>,
     argv: Vec<String>,
     shared: Arc<Shared>,
 ) {
+    let faults = shared.faults();
+    if let Some(delay) = faults.exec_latency {
+        tokio::time::sleep(delay).await;
+    }
     let supported = shared.config.protocols;
     let mut chosen = None;
     let negotiate_protocol = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
@@ -147,5 +154,5 @@ pub(super) async fn upgrade_exec(
     };
     shared.record_exec(&argv);
     tracing::debug!(protocol = protocol.as_str(), argv = ?argv, "exec upgraded");
-    serve_exec(ws, protocol, argv, shared).await;
+    serve_exec(ws, protocol, argv, shared, faults).await;
 }
