@@ -132,6 +132,16 @@ pub fn sync_options(remote: impl Into<String>) -> SyncOptions {
     opts
 }
 
+/// True when the provider under test compresses transfers it is asked to
+/// (the base64 fallback does not).
+pub fn compresses() -> bool {
+    runtime()
+        .info()
+        .capabilities
+        .iter()
+        .any(|c| c == "transport-compression")
+}
+
 /// True when the provider under test promises one exec per sync call.
 pub fn single_exec() -> bool {
     runtime()
