@@ -16,12 +16,12 @@ demo:
     cargo run -q -p sandbox-sync-host -- demo
 
 # Everything CI checks: formatting, lints, unit, conformance (against both
-# provider components, and once more with every transfer compressed where
-# the transport allows), differential, CLI and worker tests.
+# provider components, and once more compressed where the transport allows
+# and with incremental sync-in off), differential, CLI and worker tests.
 test: lint
     cargo test --locked
     SANDBOX_SYNC_PROVIDER=fallback cargo test --locked -p sandbox-sync-tests --test conformance
-    SANDBOX_SYNC_COMPRESS=zstd cargo test --locked -p sandbox-sync-tests --test conformance
+    SANDBOX_SYNC_COMPRESS=zstd SANDBOX_SYNC_INCREMENTAL=0 cargo test --locked -p sandbox-sync-tests --test conformance
     just fuzz-smoke
 
 # Short fuzz runs of every target (part of `test`, as CI's smoke run).

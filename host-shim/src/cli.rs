@@ -76,6 +76,10 @@ struct SyncArgs {
     /// compressible, except on the local backend.
     #[arg(long, value_enum, default_value_t = Compress::Auto)]
     compress: Compress,
+    /// Sync-in: keep target files whose size, mtime (to the nanosecond)
+    /// and mode match the source instead of sending them again.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    incremental: bool,
 }
 
 #[derive(Debug, Args)]
@@ -330,6 +334,7 @@ async fn sync(direction: Direction, args: SyncArgs) -> ExitCode {
     opts.max_stderr_bytes = args.max_stderr_bytes;
     opts.confine_followed_symlinks = args.confine_followed_symlinks;
     opts.compress = args.compress;
+    opts.incremental = args.incremental;
     let result = runtime.sync(direction, &ops, &opts, backend).await;
     match result {
         Ok(outcome) => {

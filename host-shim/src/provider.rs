@@ -51,6 +51,10 @@ pub struct SyncOptions {
     pub guest_memory_bytes: usize,
     /// Transport compression.
     pub compress: Compress,
+    /// Sync-in keeps target files whose size, mtime (to the nanosecond)
+    /// and mode match the source instead of sending them (on by default;
+    /// see ARCHITECTURE.md, incremental sync-in).
+    pub incremental: bool,
 }
 
 /// Transport compression, as asked for (`--compress`, `compress`).
@@ -127,6 +131,7 @@ impl SyncOptions {
             confine_followed_symlinks: false,
             guest_memory_bytes: crate::state::GUEST_MEMORY_BYTES,
             compress: Compress::Auto,
+            incremental: true,
         }
     }
 
@@ -232,7 +237,8 @@ impl Runtime {
         let policy = opts.compress.policy(backend.as_ref());
         let state = ShimState::new(backend, opts.guest_memory_bytes)
             .with_exec_deadline(started + timeout + EXEC_GRACE)
-            .with_compression(policy);
+            .with_compression(policy)
+            .with_incremental(opts.incremental);
         let (mut store, provider) = self.instantiate(state).await.map_err(|e| {
             fail(SyncError::new(
                 ErrorKind::Transport,

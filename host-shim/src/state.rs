@@ -27,6 +27,8 @@ pub struct ShimState {
     pub(crate) compression: Compression,
     /// Every compressed stream of the call, for telemetry.
     pub(crate) codecs: Vec<CodecUse>,
+    /// Sync-in may keep unchanged target files.
+    pub(crate) incremental: bool,
 }
 
 /// One compressed stream: which, with what, and what it moved.
@@ -56,12 +58,19 @@ impl ShimState {
             exec_deadline: None,
             compression: Compression::None,
             codecs: Vec::new(),
+            incremental: false,
         }
     }
 
     /// Sets the call's compression policy.
     pub fn with_compression(mut self, compression: Compression) -> Self {
         self.compression = compression;
+        self
+    }
+
+    /// Lets sync-in keep files its targets already hold.
+    pub fn with_incremental(mut self, incremental: bool) -> Self {
+        self.incremental = incremental;
         self
     }
 

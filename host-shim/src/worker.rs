@@ -373,6 +373,11 @@ impl Worker {
             .get("confineFollowedSymlinks")
             .and_then(Value::as_bool)
             .unwrap_or(false);
+        opts.incremental = params
+            .config
+            .get("incremental")
+            .and_then(Value::as_bool)
+            .unwrap_or(opts.incremental);
         match params.config.get("compress").map(Value::as_str) {
             None => {}
             Some(Some(c)) => match c.parse() {

@@ -140,40 +140,6 @@ fn auto_samples(u: Env) {
 
 for_each_userland!(gzip_round_trip, zstd_round_trip, auto_samples);
 
-/// Files and modes under `a` and `b` are the same, links included.
-fn assert_same_tree(a: &std::path::Path, b: &std::path::Path) {
-    let list = |root: &std::path::Path| {
-        let mut v = Vec::new();
-        walk(root, &mut |p| {
-            v.push(p.strip_prefix(root).unwrap().to_owned())
-        });
-        v.sort();
-        v
-    };
-    let (la, lb) = (list(a), list(b));
-    assert_eq!(la, lb);
-    for rel in la {
-        let (pa, pb) = (a.join(&rel), b.join(&rel));
-        let (ma, mb) = (
-            std::fs::symlink_metadata(&pa).unwrap(),
-            std::fs::symlink_metadata(&pb).unwrap(),
-        );
-        assert_eq!(ma.file_type(), mb.file_type(), "{rel:?}");
-        if ma.is_symlink() {
-            assert_eq!(
-                std::fs::read_link(&pa).unwrap(),
-                std::fs::read_link(&pb).unwrap()
-            );
-        } else if ma.is_file() {
-            assert!(
-                std::fs::read(&pa).unwrap() == std::fs::read(&pb).unwrap(),
-                "{rel:?}"
-            );
-            assert_eq!(mode(&pa), mode(&pb), "{rel:?}");
-        }
-    }
-}
-
 fn gzip(data: &[u8]) -> Vec<u8> {
     let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     e.write_all(data).unwrap();

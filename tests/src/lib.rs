@@ -119,9 +119,45 @@ pub fn incompressible(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The trees under `a` and `b` hold the same entries: types, file contents
+/// and modes, link targets.
+pub fn assert_same_tree(a: &std::path::Path, b: &std::path::Path) {
+    let list = |root: &std::path::Path| {
+        let mut v = Vec::new();
+        walk(root, &mut |p| {
+            v.push(p.strip_prefix(root).expect("walked under root").to_owned())
+        });
+        v.sort();
+        v
+    };
+    let (la, lb) = (list(a), list(b));
+    assert_eq!(la, lb);
+    for rel in la {
+        let (pa, pb) = (a.join(&rel), b.join(&rel));
+        let (ma, mb) = (
+            std::fs::symlink_metadata(&pa).expect("lstat"),
+            std::fs::symlink_metadata(&pb).expect("lstat"),
+        );
+        assert_eq!(ma.file_type(), mb.file_type(), "{rel:?}");
+        if ma.is_symlink() {
+            assert_eq!(
+                std::fs::read_link(&pa).expect("readlink"),
+                std::fs::read_link(&pb).expect("readlink")
+            );
+        } else if ma.is_file() {
+            assert!(
+                std::fs::read(&pa).expect("read") == std::fs::read(&pb).expect("read"),
+                "{rel:?}"
+            );
+            assert_eq!(mode(&pa), mode(&pb), "{rel:?}");
+        }
+    }
+}
+
 /// Options for a sync into or out of `remote`: the defaults, with the
 /// transport compression `SANDBOX_SYNC_COMPRESS` names (`auto`, `gzip`,
-/// `zstd`, `none`), so every test can run over a compressed transport.
+/// `zstd`, `none`) and incremental sync-in as `SANDBOX_SYNC_INCREMENTAL`
+/// (`0`, `1`) says, so every test can run with either.
 pub fn sync_options(remote: impl Into<String>) -> SyncOptions {
     let mut opts = SyncOptions::new(remote);
     if let Ok(c) = std::env::var("SANDBOX_SYNC_COMPRESS") {
@@ -129,17 +165,29 @@ pub fn sync_options(remote: impl Into<String>) -> SyncOptions {
             .parse()
             .expect("SANDBOX_SYNC_COMPRESS: auto, gzip, zstd or none");
     }
+    match std::env::var("SANDBOX_SYNC_INCREMENTAL").as_deref() {
+        Ok("0") => opts.incremental = false,
+        Ok("1") => opts.incremental = true,
+        Ok(other) => panic!("SANDBOX_SYNC_INCREMENTAL: 0 or 1, not {other:?}"),
+        Err(_) => {}
+    }
     opts
 }
 
 /// True when the provider under test compresses transfers it is asked to
 /// (the base64 fallback does not).
 pub fn compresses() -> bool {
-    runtime()
-        .info()
-        .capabilities
-        .iter()
-        .any(|c| c == "transport-compression")
+    has_capability("transport-compression")
+}
+
+/// True when the provider under test keeps unchanged files on a re-sync
+/// (the base64 fallback sends everything).
+pub fn keeps_unchanged() -> bool {
+    has_capability("incremental")
+}
+
+fn has_capability(name: &str) -> bool {
+    runtime().info().capabilities.iter().any(|c| c == name)
 }
 
 /// True when the provider under test promises one exec per sync call.

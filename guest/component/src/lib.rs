@@ -9,7 +9,12 @@ mod sync_out;
 
 sandbox_sync_driver::provider!(
     "sandbox-sync-tar-stream",
-    capabilities: ["single-exec", "tar-stream", "transport-compression"],
+    capabilities: [
+        "single-exec",
+        "tar-stream",
+        "transport-compression",
+        "incremental",
+    ],
     sync_in: sync_in::run,
     sync_out: sync_out::run,
 );

@@ -4,9 +4,13 @@
 //! compresses the archive for the one chosen.
 
 use sandbox_sync_core::outcome::{self, Operation};
+use std::borrow::Cow;
+
 use sandbox_sync_core::plan::{file_source, mtime, plan_dir, tally, Planned, PlannedKind};
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
-use sandbox_sync_core::script::{self, Codec, InboundScript, Status};
+use sandbox_sync_core::script::{
+    self, Codec, InboundScript, Listed, Listing, ListingParser, Status,
+};
 use sandbox_sync_core::tar_write;
 use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::exit;
@@ -50,12 +54,22 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     // A failure to feed stdin usually means the program stopped early; its
     // exit status explains why, so keep it and decide after `finish`.
     let mut early = Vec::new();
+    let mut results = plan.results.clone();
     match send(&exec, &stdin, &stdout, &plan, sources, &mut early) {
         sent @ (Ok(_) | Err(Sent::Stream(_))) => {
+            if let Ok(s) = &sent {
+                // Kept files were not transferred.
+                for &(k, bytes) in &s.kept {
+                    if let Some(r) = plan.mapping_op.get(k).and_then(|&i| results.get_mut(i)) {
+                        r.files_transferred = r.files_transferred.saturating_sub(1);
+                        r.bytes_transferred = r.bytes_transferred.saturating_sub(bytes);
+                    }
+                }
+            }
             // Plain, stdin stays open until the status (the sandbox never
             // needs EOF); a compressed archive ends with stdin.
-            let stdin = match sent {
-                Ok(Some(_)) => {
+            let stdin = match &sent {
+                Ok(Delivery { codec: Some(_), .. }) => {
                     drop(stdin);
                     None
                 }
@@ -88,7 +102,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
                 stdin_failed.as_deref(),
                 req.limits.timeout_ms,
             )?;
-            Ok(plan.results)
+            Ok(results)
         }
         Err(Sent::SourceChanged(e) | Sent::Fatal(e)) => {
             // The program never sees its commit marker, so it cannot apply
@@ -116,9 +130,19 @@ struct Plan {
     members_len: u64,
     /// What the call reports on success.
     results: Vec<OperationResult>,
-    /// Codecs to offer, most wanted first; empty: the program expects a
-    /// plain archive and asks nothing.
+    /// Codecs to offer, most wanted first; empty: no compression.
     offer: &'static [Codec],
+    /// The program lists its directory targets for files to keep.
+    reuse: bool,
+    /// The operation of each mapping.
+    mapping_op: Vec<usize>,
+}
+
+impl Plan {
+    /// The program reports (caps, listings) and waits for an answer line.
+    fn negotiated(&self) -> bool {
+        !self.offer.is_empty() || self.reuse
+    }
 }
 
 /// Plans the whole call, and validates every path, before the exec starts.
@@ -137,6 +161,9 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
     let mut script = InboundScript::new(&root, req.limits.timeout_ms, &scratch);
     let mut results = Vec::with_capacity(req.operations.len());
     let mut k = 0;
+    let incremental = codec::incremental();
+    let mut reuse = false;
+    let mut mapping_op = Vec::with_capacity(sources.len());
     for (i, op) in req.operations.iter().enumerate() {
         let (mut files, mut bytes) = (0u64, 0u64);
         for m in &op.files {
@@ -144,6 +171,7 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
             let target = confine(&root, &m.target_path, "target")?;
             script.preflight(&target)?;
             let (parent, base) = split_parent(&target);
+            mapping_op.push(i);
             match m.kind {
                 MappingKind::File => {
                     let (path, meta) = file_source(grant, &m.source_path, &target, &root)?;
@@ -181,6 +209,10 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
                         script.put_root(&name, m.mode)?;
                     } else {
                         script.put_dir(&name, parent, base, m.mode)?;
+                    }
+                    if incremental {
+                        script.reuse_dir(k, &target)?;
+                        reuse = true;
                     }
                 }
             }
@@ -234,6 +266,8 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
         members_len,
         results,
         offer,
+        reuse,
+        mapping_op,
     })
 }
 
@@ -246,9 +280,18 @@ enum Sent {
     Fatal(SyncError),
 }
 
-/// Writes the program, agrees on a codec when the plan offers one (any
-/// stdout bytes read meanwhile that are not the codec line go to `early`),
-/// then writes the archive. Returns the codec it was compressed with.
+/// What [`send`] did.
+struct Delivery {
+    /// The codec the archive was compressed with.
+    codec: Option<Codec>,
+    /// Files kept in the sandbox instead of sent: (mapping, bytes).
+    kept: Vec<(usize, u64)>,
+}
+
+/// Writes the program; when the plan negotiates, reads what the program
+/// reports (its codecs, what its targets hold; any status lines go to
+/// `early`), drops the files the targets already hold, and answers with
+/// the codec and the archive's length. Then writes the archive.
 fn send(
     exec: &Execution,
     stdin: &OutputStream,
@@ -256,56 +299,159 @@ fn send(
     plan: &Plan,
     sources: &[&GrantedDir],
     early: &mut Vec<u8>,
-) -> Result<Option<Codec>, Sent> {
+) -> Result<Delivery, Sent> {
+    // No earlier than the sandbox ran anything: bounds its clock's skew.
+    let sent_at = io::unix_now();
     io::write_all(stdin, plan.program.as_bytes()).map_err(Sent::Stream)?;
-    if plan.offer.is_empty() {
-        send_archive(exec, stdin, plan, sources)?;
-        return Ok(None);
+    if !plan.negotiated() {
+        send_archive(exec, stdin, &plan.members, plan.members_len, sources)?;
+        return Ok(Delivery {
+            codec: None,
+            kept: Vec::new(),
+        });
     }
     io::flush(stdin).map_err(Sent::Stream)?;
-    let caps = read_caps(stdout, early);
+    let (caps, listing) = read_report(stdout, early);
+    let (members, kept) = keep_unchanged(&plan.members, &listing, sent_at);
+    let members_len: u64 = members.iter().map(|p| p.member().archive_len()).sum();
     // Without an end to stdin the sandbox's decompressor would never finish.
     let chosen = codec::choose(plan.offer, &caps).filter(|_| exec.stdin_ends());
-    let answer = format!("{}\n", script::choice_name(chosen));
+    let answer = format!(
+        "{} {}\n",
+        script::choice_name(chosen),
+        tar_write::archive_len(members_len)
+    );
     io::write_all(stdin, answer.as_bytes()).map_err(Sent::Stream)?;
     let Some(chosen) = chosen else {
-        send_archive(exec, stdin, plan, sources)?;
-        return Ok(None);
+        send_archive(exec, stdin, &members, members_len, sources)?;
+        return Ok(Delivery { codec: None, kept });
     };
     let fatal = |e: String| Sent::Fatal(SyncError::Transport(e));
     exec.compress_stdin(codec::to_wit(chosen)).map_err(fatal)?;
-    send_archive(exec, stdin, plan, sources)?;
+    send_archive(exec, stdin, &members, members_len, sources)?;
     exec.finish_compressed_stdin().map_err(fatal)?;
     io::flush(stdin).map_err(Sent::Stream)?;
-    Ok(Some(chosen))
+    Ok(Delivery {
+        codec: Some(chosen),
+        kept,
+    })
 }
 
-/// Most bytes read while waiting for the codec line.
-const MAX_CAPS_BYTES: usize = 4096;
+/// Most bytes of listings kept (about 100 bytes a file); past it the
+/// listing is dropped and every file is sent.
+const MAX_LISTING_BYTES: usize = 64 << 20;
 
-/// Reads the program's codec line: the codecs it can run. Nothing else is
-/// printed before it, and the program then waits for the answer, so
-/// nothing follows it yet; anything else read goes to `early`. A program
-/// that ended first (a failed preflight) has no codecs.
-fn read_caps(stdout: &InputStream, early: &mut Vec<u8>) -> Vec<Codec> {
-    let mut bytes = Vec::new();
-    while !bytes.contains(&b'\n') && bytes.len() < MAX_CAPS_BYTES {
-        match stdout.blocking_read((MAX_CAPS_BYTES - bytes.len()) as u64) {
-            Ok(chunk) => bytes.extend_from_slice(&chunk),
-            Err(_) => break,
+/// Reads what the program reports before it waits for the answer: its
+/// listings, then its codec line. It prints nothing else meanwhile (status
+/// lines, should any come, go to `early`). A program that ended first (a
+/// failed preflight) reports no codecs and no listings.
+fn read_report(stdout: &InputStream, early: &mut Vec<u8>) -> (Vec<Codec>, Listing) {
+    let mut parser = ListingParser::default();
+    let mut pending: Vec<u8> = Vec::new();
+    let mut listed = 0usize;
+    let mut dropped = false;
+    loop {
+        let Ok(chunk) = stdout.blocking_read(64 << 10) else {
+            return (Vec::new(), Listing::default());
+        };
+        pending.extend_from_slice(&chunk);
+        let mut start = 0;
+        while let Some(n) = pending[start..].iter().position(|&b| b == b'\n') {
+            let line = &pending[start..start + n + 1];
+            start += n + 1;
+            let text = std::str::from_utf8(&line[..n]).unwrap_or("");
+            if let Some(caps) = script::parse_caps(text) {
+                let listing = if dropped {
+                    Listing::default()
+                } else {
+                    parser.finish()
+                };
+                return (caps, listing);
+            }
+            listed += line.len();
+            dropped |= listed > MAX_LISTING_BYTES;
+            if dropped {
+                parser = ListingParser::default();
+            } else if !parser.line(text) && script::parse_status(text).is_some() {
+                early.extend_from_slice(line);
+            }
+        }
+        pending.drain(..start);
+        if pending.len() > MAX_LISTING_BYTES {
+            // One endless line: not a listing.
+            pending.clear();
+            dropped = true;
         }
     }
-    let mut caps = None;
-    for line in bytes.split_inclusive(|&b| b == b'\n') {
-        let parsed = std::str::from_utf8(line)
-            .ok()
-            .and_then(|l| script::parse_caps(l.strip_suffix('\n')?));
-        match parsed {
-            Some(c) if caps.is_none() => caps = Some(c),
-            _ => early.extend_from_slice(line),
+}
+
+/// Drops from the archive the host files of directory mappings whose
+/// targets already hold them and names them in a `k<k>` member instead,
+/// which the program copies from the old target into the staged tree.
+///
+/// A target file is the source's when size, mode and mtime (seconds) match
+/// and it is not "racy" (as git calls it): it landed at least a whole
+/// second after its mtime, so a later write to the source, however soon,
+/// changed the mtime. When it landed is bounded by its ctime, in the
+/// sandbox's clock, less the most the sandbox's clock can be ahead of ours
+/// (its `now` against `sent_at`, our clock before it ran anything).
+///
+/// Names with a newline or backslash are always sent (the program's file
+/// list is one name a line, and GNU tar unquotes backslashes). A sandbox
+/// that lies here can only make us skip a file whose bytes it already
+/// controls: the copy comes from its own target, and every name and the
+/// tree's shape still come from the plan.
+fn keep_unchanged<'a>(
+    members: &'a [Planned],
+    listing: &Listing,
+    sent_at: i64,
+) -> (Cow<'a, [Planned]>, Vec<(usize, u64)>) {
+    let Some(now) = listing.now.filter(|_| !listing.dirs.is_empty()) else {
+        return (Cow::Borrowed(members), Vec::new());
+    };
+    // The most the sandbox's clock can be ahead of ours (a second for each
+    // clock's rounding).
+    let ahead = now.saturating_sub(sent_at).saturating_add(2);
+    let mut out = Vec::with_capacity(members.len());
+    let mut kept = Vec::new();
+    let mut lists: std::collections::BTreeMap<usize, Vec<u8>> = Default::default();
+    for p in members {
+        if let PlannedKind::HostFile { grant, meta, .. } = &p.kind {
+            let same = |files: &std::collections::HashMap<String, Listed>, rel: &str| {
+                files.get(rel).is_some_and(|l| {
+                    l.size == meta.size
+                        && l.mode == p.mode
+                        && l.mtime == meta.mtime_sec
+                        && l.ctime.saturating_sub(ahead) > meta.mtime_sec.saturating_add(1)
+                })
+            };
+            let rel = p.name.strip_prefix(&format!("d{grant}/"));
+            if let (Some(rel), Some(files)) = (rel, listing.dirs.get(grant)) {
+                if !rel.contains(['\n', '\\']) && same(files, rel) {
+                    let list = lists.entry(*grant).or_default();
+                    list.extend_from_slice(b"./");
+                    list.extend_from_slice(rel.as_bytes());
+                    list.push(b'\n');
+                    // What `tally` counted for it.
+                    kept.push((*grant, p.member().archive_len()));
+                    continue;
+                }
+            }
         }
+        out.push(p.clone());
     }
-    caps.unwrap_or_default()
+    // The keep lists go before the commit token, which stays last.
+    let commit = out.pop();
+    for (k, list) in lists {
+        out.push(Planned {
+            name: format!("k{k}"),
+            kind: PlannedKind::Inline(list),
+            mode: 0o600,
+            mtime: 0,
+        });
+    }
+    out.extend(commit);
+    (Cow::Owned(out), kept)
 }
 
 /// Writes the archive: headers from guest memory, file contents handed to
@@ -313,14 +459,15 @@ fn read_caps(stdout: &InputStream, early: &mut Vec<u8>) -> Vec<Codec> {
 fn send_archive(
     exec: &Execution,
     stdin: &OutputStream,
-    plan: &Plan,
+    members: &[Planned],
+    members_len: u64,
     sources: &[&GrantedDir],
 ) -> Result<(), Sent> {
     // Bytes not yet handed over: they become the prefix of the next host
     // file, or are written after the last one.
     let mut buf: Vec<u8> = Vec::with_capacity(HEADER_BATCH + 1024);
     let mut batch = FileBatch::default();
-    for p in &plan.members {
+    for p in members {
         p.member()
             .write_header(&mut buf)
             .map_err(|e| Sent::Fatal(e.into()))?;
@@ -353,8 +500,8 @@ fn send_archive(
         }
     }
     batch.send(exec, sources)?;
-    if !plan.members.is_empty() {
-        tar_write::write_end(&mut buf, plan.members_len);
+    if !members.is_empty() {
+        tar_write::write_end(&mut buf, members_len);
     }
     io::write_all(stdin, &buf).map_err(Sent::Stream)?;
     io::flush(stdin).map_err(Sent::Stream)

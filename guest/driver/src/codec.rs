@@ -23,6 +23,11 @@ pub fn policy() -> Compression {
     sandbox_exec::transfer_compression()
 }
 
+/// Whether sync-in may keep files its targets already hold.
+pub fn incremental() -> bool {
+    sandbox_exec::transfer_incremental()
+}
+
 /// Codecs to offer, most wanted first (none: send plain). zstd first
 /// unless gzip was asked for: it is faster at a better ratio, and cheap
 /// on data that does not compress.

@@ -226,6 +226,14 @@ impl Source for GuardedInput {
     }
 }
 
+/// The host's wall clock, in whole seconds since the epoch (0 if it is set
+/// before 1970).
+pub fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
 /// Random lowercase hex, for scratch names and commit tokens.
 ///
 /// # Panics

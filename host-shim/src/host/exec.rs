@@ -97,6 +97,10 @@ impl Host for ShimState {
     async fn transfer_compression(&mut self) -> wasmtime::Result<Compression> {
         Ok(self.compression)
     }
+
+    async fn transfer_incremental(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.incremental)
+    }
 }
 
 impl HostExecution for ShimState {

@@ -57,6 +57,8 @@ _ss_pending=
 _ss_watch=
 _ss_cp=
 _ss_zp=
+_ss_nl='
+'
 # Watchers are stopped with USR2, which nothing in this program traps: a
 # forked subshell keeps its parent's handlers for trapped signals until it
 # resets them, and dash and BusyBox sh drop a signal caught in that window

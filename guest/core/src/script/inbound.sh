@@ -107,3 +107,33 @@ _ss_cmd() {
     printf '%s cmd %s %s %s 0\n' "$_ss_TAG" "$1" "$2" "$_ss_rc"; _ss_die "$_ss_E_COMMAND" "post-upload command failed (exit $_ss_rc)"
   fi
 }
+# Lists the regular files under target $2 of directory mapping $1 that a
+# re-sync may keep, as "size mtime ctime mode ./path" between two tagged
+# lines.
+# Names with a newline are left out (those files are always sent).
+_ss_list() {
+  printf '%s list %s\n' "$_ss_TAG" "$1"
+  if _ss_keepable && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
+    (cd -P "$_ss_r" && find . -type f ! -name "*$_ss_nl*" -exec stat -c '%s %Y %Z %a %n' {} +) 2>/dev/null
+  fi
+  printf '%s listed %s\n' "$_ss_TAG" "$1"
+}
+# Files can be kept with GNU tar's -T or, elsewhere (BusyBox tar has no
+# -T), with cpio.
+_ss_keepable() { [ "$_ss_gnutar" = 1 ] || command -v cpio >/dev/null 2>&1; }
+# Copies the files member k$1 names (unchanged since the listing) from
+# target $2 into the staged tree d$1, before it is promoted, with their
+# modes and mtimes. A file that vanished meanwhile fails the sync.
+_ss_keep() {
+  [ -s "/proc/self/fd/9/k$1" ] || return 0
+  _ss_check "$2"
+  if [ "$_ss_gnutar" = 1 ]; then
+    { (cd -P "$_ss_r" && exec tar -c -f - -T "/proc/self/fd/9/k$1") || : >/proc/self/fd/9/kfail; } \
+      | tar -x -p -o -f - -C "/proc/self/fd/9/d$1"
+  else
+    { (cd -P "$_ss_r" && exec cpio -o -H newc <"/proc/self/fd/9/k$1") 2>/dev/null || : >/proc/self/fd/9/kfail; } \
+      | (cd "/proc/self/fd/9/d$1" && umask 0 && exec cpio -i -d -m 2>/dev/null)
+  fi || _ss_die "$_ss_E_EXTRACT" "cannot keep the unchanged files of $2"
+  [ ! -e /proc/self/fd/9/kfail ] || _ss_die "$_ss_E_EXTRACT" "an unchanged file of $2 vanished"
+  rm -f "/proc/self/fd/9/k$1"
+}

@@ -27,7 +27,8 @@ pub mod exit;
 mod protocol;
 
 pub use protocol::{
-    choice_name, parse_caps, parse_marker, parse_status, Codec, Marker, Status, TAG,
+    choice_name, parse_caps, parse_listing, parse_marker, parse_status, Codec, Listed, Listing,
+    ListingParser, Marker, Status, TAG,
 };
 
 /// The constant `sh -c` program every exec starts with.
@@ -344,6 +345,10 @@ pub struct InboundScript {
     preflight: String,
     ops: String,
     compression: bool,
+    /// Listings of directory targets a re-sync may keep files from, and
+    /// the steps that keep them.
+    listing: String,
+    keeping: String,
 }
 
 impl InboundScript {
@@ -358,7 +363,28 @@ impl InboundScript {
             preflight: String::new(),
             ops: String::new(),
             compression: false,
+            listing: String::new(),
+            keeping: String::new(),
         }
+    }
+
+    /// Lets directory mapping `k` (staged as `d<k>`) keep files its target
+    /// already holds: before extracting, the program lists the target's
+    /// regular files (`<TAG> list <k>`, then `<size> <mtime> <ctime> <mode>
+    /// ./<path>` lines, then `<TAG> listed <k>`; after all of them
+    /// `<TAG> now <date +%s>`; see
+    /// [`parse_listing`](super::parse_listing)); after it, the files named
+    /// in member `k<k>` are copied from the target into the staged tree,
+    /// which is then promoted as ever. The program then reads the archive's
+    /// length from the host's answer line.
+    ///
+    /// # Errors
+    /// When the target cannot be quoted (NUL).
+    pub fn reuse_dir(&mut self, k: usize, target: &str) -> Result<(), Error> {
+        let target = sh_quote(target)?;
+        let _ = writeln!(self.listing, "_ss_list {k} {target}");
+        let _ = writeln!(self.keeping, "_ss_keep {k} {target}");
+        Ok(())
     }
 
     /// Offers a compressed archive: before extracting, the program prints
@@ -485,16 +511,29 @@ impl InboundScript {
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
         if archive_len > 0 {
+            let negotiated = self.compression || !self.listing.is_empty();
+            // A negotiated archive's length comes with the host's answer
+            // (what it sends depends on the listing).
+            let len = if negotiated {
+                "\"$_ss_len\"".to_owned()
+            } else {
+                archive_len.to_string()
+            };
             let plain = format!(
                 "if [ \"$_ss_gnutar\" = 1 ]; then tar -x -b {blocking} -p -o -f - -C /proc/self/fd/9; \
-else head -c {archive_len} | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
+else head -c {len} | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
                 blocking = crate::tar_write::RECORD / 512
             );
-            if self.compression {
+            if negotiated {
+                if !self.listing.is_empty() {
+                    s.push_str(&self.listing);
+                    s.push_str("printf '%s now %s\\n' \"$_ss_TAG\" \"$(date +%s)\"\n");
+                }
+                let caps = if self.compression { "$(_ss_caps)" } else { "" };
                 let _ = writeln!(
                     s,
-                    "_ss_codec=$(_ss_caps); printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
-IFS= read -r _ss_codec || _ss_die 43 'the host sent no codec'\n\
+                    "_ss_codec={caps}; printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
+read -r _ss_codec _ss_len || _ss_die 43 'the host sent no answer'\n\
 case $_ss_codec in\n\
 none) {plain} ;;\n\
 gzip|zstd) _ss_unpack \"$_ss_codec\" || _ss_die 43 'extracting the compressed archive failed' ;;\n\
@@ -509,6 +548,7 @@ esac"
                 "_ss_tok=; {{ read -r _ss_tok </proc/self/fd/9/commit; }} 2>/dev/null; [ \"$_ss_tok\" = {} ] || _ss_die 50 'archive incomplete: a source changed or the stream was cut'",
                 sh_quote(token)?
             );
+            s.push_str(&self.keeping);
         }
         s.push_str(&self.ops);
         Ok(s)

@@ -57,6 +57,105 @@ pub fn parse_caps(line: &str) -> Option<Vec<Codec>> {
     Some(w.filter_map(Codec::parse).collect())
 }
 
+/// A regular file a sync-in target already holds, as the inbound program
+/// listed it (`stat -c '%s %Y %Z %a %n'`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listed {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, seconds (the host's clock: tar landed it).
+    pub mtime: i64,
+    /// Status change time, seconds (the sandbox's clock): no earlier than
+    /// when the file landed.
+    pub ctime: i64,
+    /// Permission bits.
+    pub mode: u32,
+}
+
+/// What the inbound program reported of its targets: per directory
+/// mapping index, the files each holds by path relative to the target,
+/// and the sandbox's clock when it finished listing.
+#[derive(Debug, Default)]
+pub struct Listing {
+    /// Files per mapping.
+    pub dirs: std::collections::BTreeMap<usize, std::collections::HashMap<String, Listed>>,
+    /// `date +%s` in the sandbox after the listings.
+    pub now: Option<i64>,
+}
+
+/// Parses the listings the inbound program prints before its codec line.
+/// A mapping's listing counts only once its closing line arrived; lines
+/// that do not parse are skipped (their files are simply sent). What the
+/// sandbox claims here can only make the host skip sending a file whose
+/// bytes the sandbox already controls.
+pub fn parse_listing(text: &[u8]) -> Listing {
+    let mut p = ListingParser::default();
+    for line in text.split(|&b| b == b'\n') {
+        if let Ok(line) = std::str::from_utf8(line) {
+            p.line(line);
+        }
+    }
+    p.finish()
+}
+
+/// [`parse_listing`] a line at a time, as the lines arrive.
+#[derive(Debug, Default)]
+pub struct ListingParser {
+    done: Listing,
+    open: Option<(usize, std::collections::HashMap<String, Listed>)>,
+}
+
+impl ListingParser {
+    /// Takes one line (without its newline); true if it belonged to a listing.
+    pub fn line(&mut self, line: &str) -> bool {
+        let mut w = line.splitn(3, ' ');
+        match (w.next(), w.next(), w.next()) {
+            (Some(TAG), Some("list"), Some(k)) => {
+                self.open = k.parse().ok().map(|k| (k, Default::default()));
+                true
+            }
+            (Some(TAG), Some("listed"), Some(k)) => {
+                if let Some((open_k, files)) = self.open.take() {
+                    if k.parse() == Ok(open_k) {
+                        self.done.dirs.insert(open_k, files);
+                    }
+                }
+                true
+            }
+            (Some(TAG), Some("now"), Some(t)) if self.open.is_none() => {
+                self.done.now = t.parse().ok();
+                true
+            }
+            _ => match (self.open.as_mut(), listed(line)) {
+                (Some((_, files)), Some((path, entry))) => {
+                    files.insert(path.to_owned(), entry);
+                    true
+                }
+                (Some(_), None) => true,
+                (None, _) => false,
+            },
+        }
+    }
+
+    /// The listings that were closed.
+    pub fn finish(self) -> Listing {
+        self.done
+    }
+}
+
+/// One `<size> <mtime> <ctime> <mode> ./<path>` line.
+fn listed(line: &str) -> Option<(&str, Listed)> {
+    let mut w = line.splitn(5, ' ');
+    let entry = Listed {
+        size: w.next()?.parse().ok()?,
+        mtime: w.next()?.parse().ok()?,
+        ctime: w.next()?.parse().ok()?,
+        mode: u32::from_str_radix(w.next()?, 8).ok()?,
+    };
+    let path = w.next()?.strip_prefix("./")?;
+    (!path.is_empty()).then_some((path, entry))
+}
+
 /// A frame marker the outbound program prints between tar streams.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Marker {
@@ -191,6 +290,34 @@ mod tests {
         );
         assert_eq!(parse_status("SANDBOX-SYNC op 4 extra"), None);
         assert_eq!(parse_status("op 4"), None);
+    }
+
+    #[test]
+    fn listings_count_once_closed() {
+        let text = b"SANDBOX-SYNC list 2\n\
+12 1700000000 1700000100 644 ./a b/c.txt\n\
+junk line\n\
+5 1700000000 644 ./no-ctime\n\
+7 1700000001 1700000001 4755 ./x\n\
+SANDBOX-SYNC listed 2\n\
+SANDBOX-SYNC now 1700000200\n\
+SANDBOX-SYNC list 3\n\
+1 1 1 644 ./cut-off\n";
+        let l = parse_listing(text);
+        assert_eq!(l.now, Some(1_700_000_200));
+        assert_eq!(l.dirs.len(), 1, "mapping 3 never closed");
+        let files = &l.dirs[&2];
+        assert_eq!(
+            files["a b/c.txt"],
+            Listed {
+                size: 12,
+                mtime: 1_700_000_000,
+                ctime: 1_700_000_100,
+                mode: 0o644
+            }
+        );
+        assert_eq!(files["x"].mode, 0o4755);
+        assert_eq!(files.len(), 2);
     }
 
     #[test]

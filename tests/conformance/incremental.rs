@@ -1,0 +1,149 @@
+//! Incremental sync-in: a re-sync keeps the files its target already holds
+//! (same size, mtime and mode, and landed well after that mtime) and lands
+//! exactly what a full sync lands: changed, added and retyped entries, no
+//! stale files, modes, links and empty directories, in one exec, promoted
+//! as atomically as ever.
+
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::time::{Duration, SystemTime};
+
+use sandbox_sync_tests::*;
+
+/// Writes a source file last modified an hour ago, as a workspace's
+/// untouched files are.
+fn write_old(sb: &Sandbox, rel: &str, data: &[u8]) {
+    let p = sb.write_host(&format!("src/{rel}"), data);
+    set_mtime(&p, SystemTime::now() - Duration::from_secs(3600));
+}
+
+fn set_mtime(p: &std::path::Path, t: SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+fn seed(sb: &Sandbox) {
+    for i in 0..40 {
+        write_old(
+            sb,
+            &format!("a/f{i:02}.txt"),
+            format!("file {i}\n").repeat(i + 1).as_bytes(),
+        );
+    }
+    write_old(sb, "b/deep/x.bin", &incompressible(70_000));
+    write_old(sb, "name with spaces.txt", b"spaces\n");
+    write_old(sb, "back\\slash.txt", b"backslash\n");
+    write_old(sb, "gone.txt", b"will be deleted\n");
+    write_old(sb, "becomes-dir", b"a file first\n");
+    std::fs::create_dir_all(sb.host.join("src/empty")).unwrap();
+    symlink("a/f01.txt", sb.host.join("src/link")).unwrap();
+    write_old(sb, "tool.sh", b"#!/bin/sh\n");
+    std::fs::set_permissions(
+        sb.host.join("src/tool.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+fn sync(sb: &Sandbox, incremental: bool) -> SyncOutcome {
+    let mut opts = sb.options();
+    opts.incremental = incremental;
+    let src = sb.host.join("src");
+    sb.sync_in_with(&[op("in", vec![dir(&src, sb.remote("ws"))])], &opts)
+        .expect("sync-in")
+}
+
+fn resync_lands_what_a_full_sync_lands(u: Env) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let first = sync(&sb, true);
+    assert_execs(first.execs, 1);
+    let total = first.operations[0].files_transferred;
+
+    // Nothing changed: only what is always sent is sent again.
+    let same = sync(&sb, true);
+    assert_execs(same.execs, 1);
+    assert_same_tree(&sb.host.join("src"), &sb.remote_on_host("ws"));
+    // Always sent: the backslash name and the link.
+    let kept_all = same.operations[0].files_transferred == 2;
+
+    // Changed (same size and other size), added, deleted, retyped, re-moded.
+    std::fs::write(
+        sb.host.join("src/a/f03.txt"),
+        b"FILE 3\nFILE 3\nFILE 3\nFILE 3\n",
+    )
+    .unwrap();
+    std::fs::write(sb.host.join("src/a/f04.txt"), b"grown\n").unwrap();
+    sb.write_host("src/a/new.txt", b"new\n");
+    std::fs::remove_file(sb.host.join("src/gone.txt")).unwrap();
+    std::fs::remove_file(sb.host.join("src/becomes-dir")).unwrap();
+    sb.write_host("src/becomes-dir/inner.txt", b"now a dir\n");
+    std::fs::set_permissions(
+        sb.host.join("src/a/f05.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    // A file the sandbox changed is sent again.
+    std::fs::write(sb.remote_on_host("ws/a/f06.txt"), b"sandbox edit\n").unwrap();
+    let changed = sync(&sb, true);
+    assert_execs(changed.execs, 1);
+    assert_same_tree(&sb.host.join("src"), &sb.remote_on_host("ws"));
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+    if kept_all {
+        // The changed, added, re-moded and sandbox-edited files, with the
+        // backslash name and the link.
+        assert_eq!(changed.operations[0].files_transferred, 8, "{changed:?}");
+    } else {
+        // A userland whose tar does not land mtimes keeps nothing and
+        // sends everything: still exact.
+        assert_eq!(same.operations[0].files_transferred, total);
+    }
+
+    // The same source, fully synced elsewhere, lands the same tree.
+    let mut opts = sb.options();
+    opts.incremental = false;
+    let src = sb.host.join("src");
+    sb.sync_in_with(&[op("full", vec![dir(&src, sb.remote("full"))])], &opts)
+        .expect("full sync");
+    assert_same_tree(&sb.remote_on_host("full"), &sb.remote_on_host("ws"));
+}
+
+/// Every userland here lands mtimes: an unchanged re-sync sends no file
+/// but the two always sent.
+fn unchanged_resync_sends_almost_nothing(u: Env) {
+    if !keeps_unchanged() {
+        return;
+    }
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    sync(&sb, true);
+    let again = sync(&sb, true);
+    assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
+    assert!(again.operations[0].bytes_transferred <= 8192, "{again:?}");
+}
+
+/// A file rewritten within the second it was synced in, at the same size,
+/// keeps its mtime in whole seconds: it landed "racy" and is sent again.
+fn a_racy_file_is_sent_again(u: Env) {
+    let sb = Sandbox::new(u);
+    let p = sb.write_host("src/hot.txt", b"version A\n");
+    let t = std::fs::metadata(&p).unwrap().modified().unwrap();
+    sync(&sb, true);
+    std::fs::write(&p, b"version B\n").unwrap();
+    set_mtime(&p, t);
+    let again = sync(&sb, true);
+    assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("ws/hot.txt")).unwrap(),
+        b"version B\n"
+    );
+}
+
+for_each_userland!(
+    resync_lands_what_a_full_sync_lands,
+    unchanged_resync_sends_almost_nothing,
+    a_racy_file_is_sent_again
+);
