@@ -159,6 +159,18 @@ fn scripted_out(stdout: Vec<u8>, max_output: u64) -> (SyncFailure, tempfile::Tem
     (err, tmp)
 }
 
+/// The stream was refused as broken or unsafe.
+fn assert_refused(err: &SyncFailure) {
+    assert!(
+        matches!(
+            err.error.kind,
+            ErrorKind::Transport | ErrorKind::UnsafeArchive
+        ),
+        "{}",
+        err.error
+    );
+}
+
 fn nothing_landed(tmp: &tempfile::TempDir) {
     assert!(!tmp.path().join("t/f").exists());
     let left: Vec<_> = std::fs::read_dir(tmp.path().join("t"))
@@ -210,14 +222,7 @@ fn bytes_after_the_compressed_stream_fail_loud() {
     stdout.extend(gzip(&framed_file(b"good")));
     stdout.extend(framed_file(b"smuggled"));
     let (err, tmp) = scripted_out(stdout, 1 << 30);
-    assert!(
-        matches!(
-            err.error.kind,
-            ErrorKind::Transport | ErrorKind::UnsafeArchive
-        ),
-        "{}",
-        err.error
-    );
+    assert_refused(&err);
     let landed = std::fs::read(tmp.path().join("t/f")).unwrap_or_default();
     assert_ne!(landed, b"smuggled");
 }
@@ -231,14 +236,7 @@ fn a_lying_codec_frame_fails_loud() {
     let mut plain = mark("codec gzip");
     plain.extend(framed_file(b"not compressed"));
     let (err, tmp) = scripted_out(plain, 1 << 30);
-    assert!(
-        matches!(
-            err.error.kind,
-            ErrorKind::Transport | ErrorKind::UnsafeArchive
-        ),
-        "{}",
-        err.error
-    );
+    assert_refused(&err);
     nothing_landed(&tmp);
     let mut unknown = mark("codec lz4");
     unknown.extend(framed_file(b"x"));

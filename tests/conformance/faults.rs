@@ -234,3 +234,38 @@ fn host_disk_full(u: Env) {
 }
 
 sandbox_sync_tests::for_each_userland!(local: killed_mid_transfer, host_disk_full);
+
+/// A stream that breaks after a mapping's archive ended (found by the
+/// `sync_out_deadline` fuzz target): no mapping lands, not even the
+/// complete ones before the break; every mapping is committed only once
+/// the whole stream and the exit status are good.
+#[test]
+fn a_stream_broken_after_a_complete_mapping_changes_nothing() {
+    let tar_stream = block_on(Runtime::embedded()).unwrap();
+    let mut stream = mark("map 0 0");
+    stream.extend(hostile::end(hostile::file(b"f", b"new file")));
+    stream.extend(mark("map 0 1"));
+    stream.extend(hostile::end(
+        [hostile::dir(b"d", 0o755), hostile::file(b"d/ok", b"fine")].concat(),
+    ));
+    stream.extend(b"\x00\x08garbage where the op marker belongs".iter());
+    stream.resize(stream.len() + 4096, 0);
+    let tmp = tempfile::tempdir().unwrap();
+    let (f, d) = (tmp.path().join("t/f"), tmp.path().join("t/d"));
+    std::fs::create_dir_all(d.join("old")).unwrap();
+    std::fs::write(&f, b"old file").unwrap();
+    std::fs::write(d.join("old/keep"), b"previous").unwrap();
+    let ops = [op("o", vec![file_out("/ws/f", &f), dir_out("/ws/d", &d)])];
+    let backend = Arc::new(ScriptedBackend::new(stream, 0));
+    let err = block_on(tar_stream.sync_out(&ops, &SyncOptions::new("/ws"), backend)).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
+    assert_eq!(std::fs::read(&f).unwrap(), b"old file");
+    assert_eq!(std::fs::read(d.join("old/keep")).unwrap(), b"previous");
+    assert!(!d.join("d").exists());
+    let names: Vec<_> = std::fs::read_dir(tmp.path().join("t"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(names.len(), 2, "no scratch left: {names:?}");
+}

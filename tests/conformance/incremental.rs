@@ -142,8 +142,30 @@ fn a_racy_file_is_sent_again(u: Env) {
     );
 }
 
+/// The remote dir itself as the target (its contents are replaced, not
+/// the directory): kept files come back, stale ones go.
+fn resync_onto_the_remote_dir_itself(u: Env) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let src = sb.host.join("src");
+    let root = sb.remote("");
+    let mut opts = sb.options();
+    opts.incremental = true;
+    let root = root.trim_end_matches('/').to_owned();
+    let ops = [op("in", vec![dir(&src, root.clone())])];
+    sb.sync_in_with(&ops, &opts).expect("first");
+    std::fs::remove_file(src.join("gone.txt")).unwrap();
+    let again = sb.sync_in_with(&ops, &opts).expect("again");
+    assert_execs(again.execs, 1);
+    assert_same_tree(&src, &sb.remote_on_host(""));
+    if keeps_unchanged() {
+        assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
+    }
+}
+
 for_each_userland!(
     resync_lands_what_a_full_sync_lands,
     unchanged_resync_sends_almost_nothing,
-    a_racy_file_is_sent_again
+    a_racy_file_is_sent_again,
+    resync_onto_the_remote_dir_itself
 );

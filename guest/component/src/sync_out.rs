@@ -17,7 +17,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 };
 use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{exit, from_status};
-use sandbox_sync_driver::extract::{receive_dir, receive_file};
+use sandbox_sync_driver::extract::{stage_dir, stage_file, Pending};
 use sandbox_sync_driver::io::{self, GuardedInput};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
@@ -83,6 +83,10 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let fed = io::write_all(&stdin, text.as_bytes()).and_then(|()| io::flush(&stdin));
     let mut input = GuardedInput::new(started.stdout, req.limits.max_output_bytes);
     let mut current = 0usize;
+    // Every mapping is staged first and lands only once the whole stream
+    // and the program's exit status are good: a stream that breaks later
+    // must not leave earlier mappings replaced.
+    let mut staged: Vec<Pending<'_>> = Vec::new();
     let outcome = match fed {
         Ok(()) => receive(
             req,
@@ -94,6 +98,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             },
             &mut input,
             &mut current,
+            &mut staged,
         ),
         Err(e) => Err(SyncError::Transport(format!(
             "failed to send the sync script: {e}"
@@ -116,15 +121,15 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             .map(|o| o.operation_id.as_str())
             .unwrap_or("(none)")
     };
-    match outcome {
-        Ok(results) => {
-            let status = status.map_err(SyncError::Transport)?;
-            if !exit(&status).succeeded() {
+    let results = match outcome {
+        Ok(results) => match status {
+            Ok(s) if exit(&s).succeeded() => Ok(results),
+            Ok(s) => {
                 let last = req.operations.len().saturating_sub(1);
-                return Err(from_status(&status, op(last), req.limits.timeout_ms));
+                Err(from_status(&s, op(last), req.limits.timeout_ms))
             }
-            Ok(results)
-        }
+            Err(e) => Err(SyncError::Transport(e)),
+        },
         // A cut stream is explained better by why it was cut: a script
         // that failed first, or an exec channel that broke.
         Err(err) if !cut => Err(err),
@@ -138,7 +143,18 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             ))),
             Ok(_) => Err(err),
         },
+    };
+    let mut staged = staged.into_iter();
+    if results.is_ok() {
+        for pending in staged.by_ref() {
+            if let Err(e) = pending.commit() {
+                staged.for_each(Pending::discard);
+                return Err(e);
+            }
+        }
     }
+    staged.for_each(Pending::discard);
+    results
 }
 
 /// Whether the program was offered a codec, and the exec to switch.
@@ -147,13 +163,14 @@ struct Negotiated<'a> {
     offered: bool,
 }
 
-fn receive(
+fn receive<'a>(
     req: &SyncRequest,
-    targets: &[&GrantedDir],
+    targets: &[&'a GrantedDir],
     mappings: &[(usize, usize, &FileMapping)],
     codec: Negotiated<'_>,
     input: &mut GuardedInput,
     current: &mut usize,
+    staged: &mut Vec<Pending<'a>>,
 ) -> Result<Vec<OperationResult>, SyncError> {
     if codec.offered {
         match read_marker(input)? {
@@ -190,12 +207,13 @@ fn receive(
             expect_marker(input, &Marker::Mapping { op: i, map: j })?;
             let (_, _, m) = mappings[k];
             let before = input.total();
-            let files = match m.kind {
-                MappingKind::File => receive_file(input, targets[k], m, limits)?,
-                MappingKind::Directory => receive_dir(input, targets[k], m, limits)?,
+            let (files, bytes, pending) = match m.kind {
+                MappingKind::File => stage_file(input, targets[k], m, limits)?,
+                MappingKind::Directory => stage_dir(input, targets[k], m, limits)?,
             };
-            results[i].files_transferred += files.0;
-            results[i].bytes_transferred += files.1.unwrap_or(input.total() - before);
+            staged.push(pending);
+            results[i].files_transferred += files;
+            results[i].bytes_transferred += bytes.unwrap_or(input.total() - before);
             k += 1;
         }
         expect_marker(input, &Marker::OpDone(i))?;

@@ -50,14 +50,97 @@ pub fn consume_data<I: ArchiveInput>(input: &mut I, e: &Entry) -> Result<(), Syn
     input.skip(e.data_len()).map_err(Into::into)
 }
 
-/// A file mapping: exactly one regular member, staged beside the target.
+/// A mapping received into scratch beside its target, not yet visible.
+#[must_use = "a staged mapping lands only when committed"]
+pub struct Pending<'a> {
+    grant: &'a GrantedDir,
+    staged: Staged,
+    target: String,
+}
+
+enum Staged {
+    /// A file staged as `tmp`, to be renamed onto `base`.
+    File { tmp: String, base: String },
+    /// A tree staged as `staging`, to be swapped in for the whole grant.
+    Dir { staging: String },
+}
+
+impl Pending<'_> {
+    /// Makes the mapping visible: one rename, or one swap of the tree.
+    ///
+    /// # Errors
+    /// The host's rename or swap failed (the target is then as it was).
+    pub fn commit(self) -> Result<(), SyncError> {
+        let done = match &self.staged {
+            Staged::File { tmp, base } => self
+                .grant
+                .rename(tmp, base)
+                .map_err(|e| fs("rename onto", &self.target, e)),
+            Staged::Dir { staging } => self
+                .grant
+                .replace_with(staging)
+                .map_err(|e| fs("replace", &self.target, e)),
+        };
+        if done.is_err() {
+            self.discard();
+        }
+        done
+    }
+
+    /// Drops the staged copy (the host also sweeps it with the grant).
+    pub fn discard(self) {
+        let name = match &self.staged {
+            Staged::File { tmp, .. } => tmp,
+            Staged::Dir { staging } => staging,
+        };
+        let _ = self.grant.remove(name);
+    }
+}
+
+/// A file mapping, received and made visible at once (see [`stage_file`]).
 /// Returns (files, bytes).
+///
+/// # Errors
+/// As [`stage_file`] and [`Pending::commit`].
 pub fn receive_file<I: ArchiveInput>(
     input: &mut I,
     grant: &GrantedDir,
     m: &FileMapping,
     limits: Limits,
 ) -> Result<(u64, Option<u64>), SyncError> {
+    let (files, bytes, pending) = stage_file(input, grant, m, limits)?;
+    pending.commit()?;
+    Ok((files, bytes))
+}
+
+/// A directory mapping, received and swapped in at once (see
+/// [`stage_dir`]). Returns (files, bytes).
+///
+/// # Errors
+/// As [`stage_dir`] and [`Pending::commit`].
+pub fn receive_dir<I: ArchiveInput>(
+    input: &mut I,
+    grant: &GrantedDir,
+    m: &FileMapping,
+    limits: Limits,
+) -> Result<(u64, Option<u64>), SyncError> {
+    let (files, bytes, pending) = stage_dir(input, grant, m, limits)?;
+    pending.commit()?;
+    Ok((files, bytes))
+}
+
+/// A file mapping: exactly one regular member, staged beside the target.
+/// Returns (files, bytes) and the staged file.
+///
+/// # Errors
+/// A stream that is not exactly one regular member, the guards, or a host
+/// write failure; nothing is left staged then.
+pub fn stage_file<'a, I: ArchiveInput>(
+    input: &mut I,
+    grant: &'a GrantedDir,
+    m: &FileMapping,
+    limits: Limits,
+) -> Result<(u64, Option<u64>, Pending<'a>), SyncError> {
     let mut parser = Parser::new(limits);
     let entry = parser.next_entry(input)?.ok_or_else(|| {
         SyncError::UnsafeArchive(format!("no file arrived for {}", m.source_path))
@@ -89,30 +172,36 @@ pub fn receive_file<I: ArchiveInput>(
         grant
             .set_mtime(&tmp, entry.mtime, 0)
             .map_err(|e| fs("set the time of", &m.target_path, e))?;
-        grant
-            .sync(&tmp)
-            .map_err(|e| fs("sync", &m.target_path, e))?;
-        grant
-            .rename(&tmp, base)
-            .map_err(|e| fs("rename onto", &m.target_path, e))
+        grant.sync(&tmp).map_err(|e| fs("sync", &m.target_path, e))
     })();
     if let Err(e) = written {
         let _ = grant.remove(&tmp);
         return Err(e);
     }
-    Ok((1, Some(entry.size)))
+    let pending = Pending {
+        grant,
+        staged: Staged::File {
+            tmp,
+            base: base.to_owned(),
+        },
+        target: m.target_path.clone(),
+    };
+    Ok((1, Some(entry.size), pending))
 }
 
-/// A directory mapping: extract into a fresh staging dir inside the target,
-/// give it the mapping's mode, then have the host swap it in for the target
-/// all at once (destroy-then-replace, all or nothing). On any failure the
-/// target is untouched and the host sweeps the staging dir.
-pub fn receive_dir<I: ArchiveInput>(
+/// A directory mapping: extract into a fresh staging dir inside the target
+/// and give it the mapping's mode; committing has the host swap it in for
+/// the target all at once (destroy-then-replace, all or nothing). On any
+/// failure the target is untouched and the staging dir removed.
+///
+/// # Errors
+/// The archive's policy, the guards, or a host write failure.
+pub fn stage_dir<'a, I: ArchiveInput>(
     input: &mut I,
-    grant: &GrantedDir,
+    grant: &'a GrantedDir,
     m: &FileMapping,
     limits: Limits,
-) -> Result<(u64, Option<u64>), SyncError> {
+) -> Result<(u64, Option<u64>, Pending<'a>), SyncError> {
     let excluder = Excluder::new(&m.exclude)?;
     let staging = crate::scratch::fresh();
     grant
@@ -132,15 +221,23 @@ pub fn receive_dir<I: ArchiveInput>(
             grant
                 .set_mode(&staging, mode)
                 .map_err(|e| fs("chmod", &m.target_path, e))?;
-            grant
-                .replace_with(&staging)
-                .map_err(|e| fs("replace", &m.target_path, e))?;
             Ok(files)
         });
-    if result.is_err() {
-        let _ = grant.remove(&staging);
+    match result {
+        Ok(files) => Ok((
+            files,
+            None,
+            Pending {
+                grant,
+                staged: Staged::Dir { staging },
+                target: m.target_path.clone(),
+            },
+        )),
+        Err(e) => {
+            let _ = grant.remove(&staging);
+            Err(e)
+        }
     }
-    result.map(|files| (files, None))
 }
 
 /// Extracts one archive into `staging` (a fresh, empty directory inside the
