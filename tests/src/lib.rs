@@ -192,11 +192,7 @@ fn has_capability(name: &str) -> bool {
 
 /// True when the provider under test promises one exec per sync call.
 pub fn single_exec() -> bool {
-    runtime()
-        .info()
-        .capabilities
-        .iter()
-        .any(|c| c == "single-exec")
+    has_capability("single-exec")
 }
 
 /// Asserts the exec count a single-exec provider must hit; other providers

@@ -39,6 +39,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     }
     let scratch = sandbox_sync_driver::scratch::fresh();
     let mut script = OutboundScript::new(&root, req.limits.timeout_ms, &scratch);
+    // The first source and whether it is a directory: `auto` samples it.
+    let mut first: Option<(String, bool)> = None;
     for (i, op) in req.operations.iter().enumerate() {
         if !op.post_upload_commands.is_empty() {
             return Err(SyncError::InvalidRequest(format!(
@@ -55,6 +57,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             if m.kind == MappingKind::Directory {
                 Excluder::new(&m.exclude)?;
             }
+            first.get_or_insert((source, m.kind == MappingKind::Directory));
         }
         script.op_done(i);
     }
@@ -62,15 +65,11 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let offer = codec::preference(policy);
     if !offer.is_empty() {
         // `auto` samples the first source before it settles for gzip.
-        let sample = mappings
-            .first()
+        let sample = first
+            .as_ref()
             .filter(|_| policy == Compression::Auto)
-            .map(|(_, _, m)| confine(&root, &m.source_path, "source"))
-            .transpose()?;
-        let dir = mappings
-            .first()
-            .is_some_and(|(_, _, m)| m.kind == MappingKind::Directory);
-        script.offer_compression(offer, sample.as_deref().map(|s| (s, dir)))?;
+            .map(|(source, dir)| (source.as_str(), *dir));
+        script.offer_compression(offer, sample)?;
     }
     let text = script.finish()?;
 

@@ -27,8 +27,8 @@ pub mod exit;
 mod protocol;
 
 pub use protocol::{
-    choice_name, parse_caps, parse_listing, parse_marker, parse_status, Codec, Listed, Listing,
-    ListingParser, Marker, Status, TAG,
+    choice_name, parse_caps, parse_marker, parse_status, Codec, Listed, Listing, ListingParser,
+    Marker, Status, TAG,
 };
 
 /// The constant `sh -c` program every exec starts with.
@@ -373,7 +373,7 @@ impl InboundScript {
     /// regular files (`<TAG> list <k>`, then `<size> <mtime> <ctime> <mode>
     /// ./<path>` lines, then `<TAG> listed <k>`; after all of them
     /// `<TAG> now <date +%s>`; see
-    /// [`parse_listing`](super::parse_listing)); after it, the files named
+    /// [`ListingParser`](super::ListingParser)); after it, the files named
     /// in member `k<k>` are copied from the target into the staged tree,
     /// which is then promoted as ever. The program then reads the archive's
     /// length from the host's answer line.

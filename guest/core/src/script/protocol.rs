@@ -83,22 +83,12 @@ pub struct Listing {
     pub now: Option<i64>,
 }
 
-/// Parses the listings the inbound program prints before its codec line.
-/// A mapping's listing counts only once its closing line arrived; lines
-/// that do not parse are skipped (their files are simply sent). What the
-/// sandbox claims here can only make the host skip sending a file whose
-/// bytes the sandbox already controls.
-pub fn parse_listing(text: &[u8]) -> Listing {
-    let mut p = ListingParser::default();
-    for line in text.split(|&b| b == b'\n') {
-        if let Ok(line) = std::str::from_utf8(line) {
-            p.line(line);
-        }
-    }
-    p.finish()
-}
-
-/// [`parse_listing`] a line at a time, as the lines arrive.
+/// Parses the listings the inbound program prints before its codec line,
+/// a line at a time as the lines arrive. A mapping's listing counts only
+/// once its closing line arrived; lines that do not parse are skipped
+/// (their files are simply sent). What the sandbox claims here can only
+/// make the host skip sending a file whose bytes the sandbox already
+/// controls.
 #[derive(Debug, Default)]
 pub struct ListingParser {
     done: Listing,
@@ -294,7 +284,7 @@ mod tests {
 
     #[test]
     fn listings_count_once_closed() {
-        let text = b"SANDBOX-SYNC list 2\n\
+        let text = "SANDBOX-SYNC list 2\n\
 12 1700000000 1700000100 644 ./a b/c.txt\n\
 junk line\n\
 5 1700000000 644 ./no-ctime\n\
@@ -303,7 +293,11 @@ SANDBOX-SYNC listed 2\n\
 SANDBOX-SYNC now 1700000200\n\
 SANDBOX-SYNC list 3\n\
 1 1 1 644 ./cut-off\n";
-        let l = parse_listing(text);
+        let mut p = ListingParser::default();
+        for line in text.split('\n') {
+            p.line(line);
+        }
+        let l = p.finish();
         assert_eq!(l.now, Some(1_700_000_200));
         assert_eq!(l.dirs.len(), 1, "mapping 3 never closed");
         let files = &l.dirs[&2];
