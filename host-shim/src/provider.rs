@@ -318,6 +318,7 @@ impl Runtime {
                 paperclip.sandbox.startup.wall_ms = started.elapsed().as_millis() as u64,
                 paperclip.sandbox.startup.exec_count = execs,
                 paperclip.sandbox.startup.bytes = outcome_bytes,
+                sandbox_sync.guest_memory_bytes = store.data().limits.peak(),
                 paperclip.sandbox.startup.ok = matches!(result, Ok(Ok(Ok(_)))),
                 "sync finished"
             )

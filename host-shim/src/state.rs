@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use wasmtime::component::ResourceTable;
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::bindings::sandbox_exec::{Codec, Compression};
@@ -18,7 +18,7 @@ pub const GUEST_MEMORY_BYTES: usize = 512 << 20;
 pub struct ShimState {
     wasi: WasiCtx,
     pub(crate) table: ResourceTable,
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: MemoryLimits,
     pub(crate) backend: Arc<dyn ExecBackend>,
     pub(crate) execs: Arc<AtomicU64>,
     /// No sandbox exec of this call may run past this instant.
@@ -29,6 +29,56 @@ pub struct ShimState {
     pub(crate) codecs: Vec<CodecUse>,
     /// Sync-in may keep unchanged target files.
     pub(crate) incremental: bool,
+}
+
+/// The store's limits, and the most linear memory the component grew to
+/// (a wasm memory never shrinks, so its peak is its size at the end).
+pub struct MemoryLimits {
+    limits: StoreLimits,
+    peak: usize,
+}
+
+impl MemoryLimits {
+    /// The largest linear memory the component was granted, in bytes.
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+}
+
+impl ResourceLimiter for MemoryLimits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let grow = self.limits.memory_growing(current, desired, maximum)?;
+        if grow {
+            self.peak = self.peak.max(desired);
+        }
+        Ok(grow)
+    }
+
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
 }
 
 /// One compressed stream: which, with what, and what it moved.
@@ -49,10 +99,13 @@ impl ShimState {
         ShimState {
             wasi,
             table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory_bytes)
-                .instances(8)
-                .build(),
+            limits: MemoryLimits {
+                limits: StoreLimitsBuilder::new()
+                    .memory_size(memory_bytes)
+                    .instances(8)
+                    .build(),
+                peak: 0,
+            },
             backend,
             execs: Arc::new(AtomicU64::new(0)),
             exec_deadline: None,

@@ -443,13 +443,23 @@ impl Sandbox {
 
     /// This sandbox's backend with every exec start delayed by `latency`.
     pub fn slow_backend(&self, latency: std::time::Duration) -> Arc<dyn ExecBackend> {
-        let b = match self.userland {
+        Arc::new(self.local_backend().exec_latency(latency))
+    }
+
+    /// This sandbox's backend with each exec's first stdout bytes delayed
+    /// by `latency`: the host plans, then waits that long for the
+    /// program's report before it sends anything.
+    pub fn late_reply_backend(&self, latency: std::time::Duration) -> Arc<dyn ExecBackend> {
+        Arc::new(self.local_backend().reply_latency(latency))
+    }
+
+    fn local_backend(&self) -> LocalBackend {
+        match self.userland {
             Userland::Gnu => LocalBackend::host(),
             Userland::BusyBox => LocalBackend::sandbox_root(busybox_root())
                 .expect("sandbox root")
                 .user(SANDBOX_UID),
-        };
-        Arc::new(b.exec_latency(latency))
+        }
     }
 
     /// Sync-in through `backend`.

@@ -3,7 +3,7 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use sandbox_sync_core::outcome;
-use sandbox_sync_core::plan::{file_source, plan_dir, Meta, Planned, PlannedKind};
+use sandbox_sync_core::plan::{file_source, plan_dir, Planned, PlannedKind, Stamp};
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::FallbackStep;
 use sandbox_sync_core::tar_write::{self, END_OF_ARCHIVE};
@@ -148,7 +148,7 @@ impl Ctx<'_> {
     ) -> Result<(u64, u64), SyncError> {
         let (base, meta) = file_source(grant, &m.source_path, target, &self.root)?;
         let mode = m.mode.or(Some(meta.mode & 0o777));
-        let mut reader = FileChunks::open(grant, base, &meta)?;
+        let mut reader = FileChunks::open(grant, base, &Stamp::from(&meta))?;
         self.stage_and_promote(target, target, mode, || reader.next())?;
         Ok((1, meta.size))
     }
@@ -179,7 +179,7 @@ impl Ctx<'_> {
             .skip(1)
             .map(|mut p| {
                 if let Some(rel) = p.name.strip_prefix("d/") {
-                    p.name = rel.to_owned();
+                    p.name = rel.into();
                 }
                 p
             })
@@ -265,18 +265,18 @@ struct FileChunks<'a> {
     grant: &'a GrantedDir,
     stream: Option<InputStream>,
     path: String,
-    planned: Meta,
+    planned: Stamp,
     read: u64,
 }
 
 impl<'a> FileChunks<'a> {
-    fn open(grant: &'a GrantedDir, path: &str, planned: &Meta) -> Result<Self, SyncError> {
+    fn open(grant: &'a GrantedDir, path: &str, planned: &Stamp) -> Result<Self, SyncError> {
         let stream = grant.open_read(path).map_err(|_| changed(path))?;
         Ok(FileChunks {
             grant,
             stream: Some(stream),
             path: path.to_owned(),
-            planned: planned.clone(),
+            planned: *planned,
             read: 0,
         })
     }
@@ -351,8 +351,8 @@ impl<'a> TarChunks<'a> {
             };
             self.next += 1;
             p.member().write_header(&mut self.buf)?;
-            if let PlannedKind::HostFile { path, meta, .. } = &p.kind {
-                self.open = Some((FileChunks::open(self.grant, path, meta)?, meta.size));
+            if let PlannedKind::HostFile { path, stamp, .. } = &p.kind {
+                self.open = Some((FileChunks::open(self.grant, path, stamp)?, stamp.size));
             }
         }
         if self.buf.is_empty() {

@@ -4,13 +4,14 @@
 //! compresses the archive for the one chosen.
 
 use sandbox_sync_core::outcome::{self, Operation};
-use std::borrow::Cow;
+use std::fmt::Write as _;
 
-use sandbox_sync_core::plan::{file_source, mtime, plan_dir, tally, Planned, PlannedKind};
-use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
-use sandbox_sync_core::script::{
-    self, Codec, InboundScript, Listed, Listing, ListingParser, Status,
+use sandbox_sync_core::plan::{
+    file_source, mtime, plan_dir, HostDir, Kind, Planned, PlannedKind, Stamp,
 };
+use sandbox_sync_core::plan_log::PlanLog;
+use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
+use sandbox_sync_core::script::{self, Codec, InboundScript, Listing, ListingParser, Status};
 use sandbox_sync_core::tar_write;
 use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::exit;
@@ -22,7 +23,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
     Execution, FileSend, SendError,
 };
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
-    MappingKind, OperationResult, SyncError, SyncRequest,
+    FileMapping, MappingKind, OperationResult, SyncError, SyncRequest,
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, OutputStream};
 use sandbox_sync_driver::io::{self, StreamError};
@@ -35,28 +36,24 @@ const HEADER_BATCH: usize = 64 * 1024;
 const FILES_PER_CALL: usize = 1024;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
-    let plan = plan(req, sources)?;
+    let mut plan = prepare(req, sources)?;
     let started = sandbox_sync_driver::exec::start(
         plan.program.len(),
         req.limits.timeout_ms,
         req.limits.max_stderr_bytes,
     )?;
     let (exec, stdin, stdout) = (started.exec, started.stdin, started.stdout);
+    let (root, scratch) = (plan.root.clone(), plan.scratch.clone());
     let cleanup = |status| {
-        cleanup_if_killed(
-            status,
-            &plan.root,
-            &plan.scratch,
-            req.limits.max_stderr_bytes,
-        );
+        cleanup_if_killed(status, &root, &scratch, req.limits.max_stderr_bytes);
     };
 
     // A failure to feed stdin usually means the program stopped early; its
     // exit status explains why, so keep it and decide after `finish`.
     let mut early = Vec::new();
-    let mut results = plan.results.clone();
-    match send(&exec, &stdin, &stdout, &plan, sources, &mut early) {
+    match send(&exec, &stdin, &stdout, &mut plan, sources, &mut early) {
         sent @ (Ok(_) | Err(Sent::Stream(_))) => {
+            let mut results = std::mem::take(&mut plan.results);
             if let Ok(s) = &sent {
                 // Kept files were not transferred.
                 for &(k, bytes) in &s.kept {
@@ -104,6 +101,17 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             )?;
             Ok(results)
         }
+        Err(Sent::Refused(e)) => {
+            // The walk failed before any archive byte: the program was
+            // told so and stops (its trap removes its scratch); let it.
+            drop(stdin);
+            let _ = read_status(&stdout, early);
+            drop(stdout);
+            if let Ok(status) = exec.finish() {
+                cleanup(&status);
+            }
+            Err(e)
+        }
         Err(Sent::SourceChanged(e) | Sent::Fatal(e)) => {
             // The program never sees its commit marker, so it cannot apply
             // anything; stop it now (any transport) and sweep its scratch.
@@ -118,35 +126,72 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     }
 }
 
-/// Everything decided before the exec starts.
-struct Plan {
+/// The call: the program, decided from the request alone before the exec
+/// starts, and the archive's members, the directory walks' among them
+/// added while the program starts.
+struct Plan<'a> {
     root: String,
     scratch: String,
     /// The program's text.
     program: String,
-    /// Archive members in order, the commit token last.
-    members: Vec<Planned>,
-    /// Their bytes in the archive (without the end marker and padding).
-    members_len: u64,
+    /// Archive members in order, but for the commit token.
+    members: PlanLog,
+    /// The commit token's member, the archive's last (none: no archive).
+    commit: Option<Planned>,
+    /// Directory mappings still to walk.
+    walks: Vec<Walk<'a>>,
     /// What the call reports on success.
     results: Vec<OperationResult>,
-    /// Codecs to offer, most wanted first; empty: no compression.
+    /// Codecs the program offers, most wanted first; empty: no compression.
     offer: &'static [Codec],
-    /// The program lists its directory targets for files to keep.
-    reuse: bool,
     /// The operation of each mapping.
     mapping_op: Vec<usize>,
 }
 
-impl Plan {
-    /// The program reports (caps, listings) and waits for an answer line.
-    fn negotiated(&self) -> bool {
-        !self.offer.is_empty() || self.reuse
+/// A directory mapping to walk: mapping `k` of operation `op`.
+struct Walk<'a> {
+    k: usize,
+    op: usize,
+    mapping: &'a FileMapping,
+}
+
+impl Plan<'_> {
+    /// Walks the directory mappings into the plan, and counts them into
+    /// the results.
+    fn walk(&mut self, sources: &[&GrantedDir]) -> Result<(), SyncError> {
+        for w in std::mem::take(&mut self.walks) {
+            let m = w.mapping;
+            let before = self.members.tally();
+            plan_dir(
+                sources[w.k],
+                w.k,
+                &format!("d{}", w.k),
+                &m.source_path,
+                &m.exclude,
+                m.follow_symlinks,
+                &mut self.members,
+            )?;
+            let added = before.since(self.members.tally());
+            if let Some(r) = self.results.get_mut(w.op) {
+                r.files_transferred += added.files;
+                r.bytes_transferred += added.archive_bytes;
+            }
+        }
+        Ok(())
+    }
+
+    /// The members' bytes in the archive (the commit token's included, the
+    /// end marker and padding not).
+    fn members_len(&self) -> u64 {
+        self.members.tally().archive_bytes
+            + self.commit.as_ref().map_or(0, |c| c.member().archive_len())
     }
 }
 
-/// Plans the whole call, and validates every path, before the exec starts.
-fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
+/// Validates every path and builds the program before the exec starts.
+/// Directory sources are checked here (they exist, are directories, their
+/// excludes parse) but walked only once the program runs ([`Plan::walk`]).
+fn prepare<'a>(req: &'a SyncRequest, sources: &[&GrantedDir]) -> Result<Plan<'a>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir)?;
     check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
@@ -156,13 +201,13 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
             sources.len()
         )));
     }
-    let mut members: Vec<Planned> = Vec::new();
+    let mut members = PlanLog::new();
     let scratch = sandbox_sync_driver::scratch::fresh();
     let mut script = InboundScript::new(&root, req.limits.timeout_ms, &scratch);
     let mut results = Vec::with_capacity(req.operations.len());
+    let mut walks = Vec::new();
     let mut k = 0;
     let incremental = codec::incremental();
-    let mut reuse = false;
     let mut mapping_op = Vec::with_capacity(sources.len());
     for (i, op) in req.operations.iter().enumerate() {
         let (mut files, mut bytes) = (0u64, 0u64);
@@ -179,32 +224,20 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
                     files += 1;
                     bytes += meta.size;
                     script.put_file(&name, parent, base, m.mode)?;
-                    members.push(Planned {
-                        name,
+                    members.push(&Planned {
+                        name: name.into(),
                         mode: meta.mode & 0o777,
                         mtime: mtime(&meta),
                         kind: PlannedKind::HostFile {
                             grant: k,
-                            path: path.to_owned(),
-                            meta,
+                            path: path.into(),
+                            stamp: Stamp::from(&meta),
                         },
                     });
                 }
                 MappingKind::Directory => {
+                    check_dir_source(grant, &m.source_path, &m.exclude)?;
                     let name = format!("d{k}");
-                    let before = members.len();
-                    plan_dir(
-                        grant,
-                        k,
-                        &name,
-                        &m.source_path,
-                        &m.exclude,
-                        m.follow_symlinks,
-                        &mut members,
-                    )?;
-                    let (f, b) = tally(&members[before..]);
-                    files += f;
-                    bytes += b;
                     if target == root {
                         script.put_root(&name, m.mode)?;
                     } else {
@@ -212,8 +245,12 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
                     }
                     if incremental {
                         script.reuse_dir(k, &target)?;
-                        reuse = true;
                     }
+                    walks.push(Walk {
+                        k,
+                        op: i,
+                        mapping: m,
+                    });
                 }
             }
             k += 1;
@@ -222,8 +259,8 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
             let cwd = command_cwd(&root, c.cwd.as_deref(), &c.command)?;
             let name = format!("c{i}.{j}");
             script.command(i, j, &name, &cwd, c.timeout_ms)?;
-            members.push(Planned {
-                name,
+            members.push(&Planned {
+                name: name.into(),
                 kind: PlannedKind::Inline(c.command.clone().into_bytes()),
                 mode: 0o600,
                 mtime: 0,
@@ -238,42 +275,52 @@ fn plan(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Plan, SyncError> {
     }
 
     let token = io::random_hex(16);
-    let mut archive_len = 0;
-    let mut members_len = 0;
-    if !members.is_empty() {
-        members.push(Planned {
-            name: "commit".into(),
-            kind: PlannedKind::Inline(token.clone().into_bytes()),
-            mode: 0o600,
-            mtime: 0,
-        });
-        members_len = members.iter().map(|p| p.member().archive_len()).sum();
-        archive_len = tar_write::archive_len(members_len);
-    }
-    let policy = codec::policy();
-    let offer = if archive_len > 0 && codec::worth_it(policy, &members, sources) {
+    // Every directory mapping has at least its own member.
+    let archive = !members.is_empty() || !walks.is_empty();
+    let commit = archive.then(|| Planned {
+        name: "commit".into(),
+        kind: PlannedKind::Inline(token.clone().into_bytes()),
+        mode: 0o600,
+        mtime: 0,
+    });
+    // Offered whenever the policy allows; whether the data is worth it is
+    // sampled once the walk is done.
+    let offer = codec::preference(codec::policy());
+    if archive && !offer.is_empty() {
         script.offer_compression();
-        codec::preference(policy)
-    } else {
-        &[]
-    };
-    let program = script.finish(archive_len, &token)?;
+    }
+    let program = script.finish(archive, &token)?;
     Ok(Plan {
         root,
         scratch,
         program,
         members,
-        members_len,
+        commit,
+        walks,
         results,
         offer,
-        reuse,
         mapping_op,
     })
+}
+
+/// The cheap checks of a directory source, before the exec: it exists, it
+/// is a directory, and its exclude patterns parse.
+fn check_dir_source(grant: &GrantedDir, source: &str, exclude: &[String]) -> Result<(), SyncError> {
+    sandbox_sync_core::exclude::Excluder::new(exclude)?;
+    let top = HostDir::stat_follow(grant, "").map_err(|e| e.source(source))?;
+    if top.kind != Kind::Directory {
+        return Err(SyncError::InvalidRequest(format!(
+            "directory mapping source {source} is not a directory"
+        )));
+    }
+    Ok(())
 }
 
 enum Sent {
     /// Stdin failed; the exec status will say why.
     Stream(StreamError),
+    /// The walk refused the request before any archive byte was sent.
+    Refused(SyncError),
     /// A host source changed while it was being sent.
     SourceChanged(SyncError),
     /// A host-side failure unrelated to the sandbox.
@@ -288,47 +335,59 @@ struct Delivery {
     kept: Vec<(usize, u64)>,
 }
 
-/// Writes the program; when the plan negotiates, reads what the program
-/// reports (its codecs, what its targets hold; any status lines go to
-/// `early`), drops the files the targets already hold, and answers with
-/// the codec and the archive's length. Then writes the archive.
+/// Writes the program, then walks the directory sources while it starts.
+/// With an archive to send, reads what the program reports (its codecs,
+/// what its targets hold; any status lines go to `early`), drops the files
+/// the targets already hold, and answers with the codec and the archive's
+/// length. Then writes the archive.
 fn send(
     exec: &Execution,
     stdin: &OutputStream,
     stdout: &InputStream,
-    plan: &Plan,
+    plan: &mut Plan<'_>,
     sources: &[&GrantedDir],
     early: &mut Vec<u8>,
 ) -> Result<Delivery, Sent> {
     // No earlier than the sandbox ran anything: bounds its clock's skew.
     let sent_at = io::unix_now();
     io::write_all(stdin, plan.program.as_bytes()).map_err(Sent::Stream)?;
-    if !plan.negotiated() {
-        send_archive(exec, stdin, &plan.members, plan.members_len, sources)?;
-        return Ok(Delivery {
-            codec: None,
-            kept: Vec::new(),
-        });
-    }
     io::flush(stdin).map_err(Sent::Stream)?;
+    if let Err(e) = plan.walk(sources) {
+        // Any answer but a codec stops the program.
+        let _ = io::write_all(stdin, b"refused 0\n").and_then(|()| io::flush(stdin));
+        return Err(Sent::Refused(e));
+    }
+    let no_archive = Delivery {
+        codec: None,
+        kept: Vec::new(),
+    };
+    if plan.commit.is_none() {
+        return Ok(no_archive);
+    }
     let (caps, listing) = read_report(stdout, early);
-    let (members, kept) = keep_unchanged(&plan.members, &listing, sent_at);
-    let members_len: u64 = members.iter().map(|p| p.member().archive_len()).sum();
+    let keep = keep_unchanged(&plan.members, &listing, sent_at);
+    drop(listing);
+    let members_len = keep.members_len(plan.members_len());
+    let kept = keep.counted.clone();
     // Without an end to stdin the sandbox's decompressor would never finish.
-    let chosen = codec::choose(plan.offer, &caps).filter(|_| exec.stdin_ends());
+    let worth_it = !plan.offer.is_empty()
+        && exec.stdin_ends()
+        && codec::worth_it(codec::policy(), &plan.members, sources);
+    let chosen = codec::choose(if worth_it { plan.offer } else { &[] }, &caps);
     let answer = format!(
         "{} {}\n",
         script::choice_name(chosen),
         tar_write::archive_len(members_len)
     );
     io::write_all(stdin, answer.as_bytes()).map_err(Sent::Stream)?;
+    let members = keep.members(plan);
     let Some(chosen) = chosen else {
-        send_archive(exec, stdin, &members, members_len, sources)?;
+        send_archive(exec, stdin, members, members_len, sources)?;
         return Ok(Delivery { codec: None, kept });
     };
     let fatal = |e: String| Sent::Fatal(SyncError::Transport(e));
     exec.compress_stdin(codec::to_wit(chosen)).map_err(fatal)?;
-    send_archive(exec, stdin, &members, members_len, sources)?;
+    send_archive(exec, stdin, members, members_len, sources)?;
     exec.finish_compressed_stdin().map_err(fatal)?;
     io::flush(stdin).map_err(Sent::Stream)?;
     Ok(Delivery {
@@ -401,57 +460,92 @@ fn read_report(stdout: &InputStream, early: &mut Vec<u8>) -> (Vec<Codec>, Listin
 /// that lies here can only make us skip a file whose bytes it already
 /// controls: the copy comes from its own target, and every name and the
 /// tree's shape still come from the plan.
-fn keep_unchanged<'a>(
-    members: &'a [Planned],
-    listing: &Listing,
-    sent_at: i64,
-) -> (Cow<'a, [Planned]>, Vec<(usize, u64)>) {
+fn keep_unchanged(members: &PlanLog, listing: &Listing, sent_at: i64) -> Kept {
+    let mut kept = Kept {
+        skip: Vec::new(),
+        lists: Vec::new(),
+        counted: Vec::new(),
+    };
     let Some(now) = listing.now.filter(|_| !listing.dirs.is_empty()) else {
-        return (Cow::Borrowed(members), Vec::new());
+        return kept;
     };
     // The most the sandbox's clock can be ahead of ours (a second for each
     // clock's rounding).
     let ahead = now.saturating_sub(sent_at).saturating_add(2);
-    let mut out = Vec::with_capacity(members.len());
-    let mut kept = Vec::new();
     let mut lists: std::collections::BTreeMap<usize, Vec<u8>> = Default::default();
-    for p in members {
-        if let PlannedKind::HostFile { grant, meta, .. } = &p.kind {
-            let same = |files: &std::collections::HashMap<String, Listed>, rel: &str| {
-                files.get(rel).is_some_and(|l| {
-                    l.size == meta.size
-                        && l.mode == p.mode
-                        && l.mtime == meta.mtime_sec
-                        && l.ctime.saturating_sub(ahead) > meta.mtime_sec.saturating_add(1)
-                })
-            };
-            let rel = p.name.strip_prefix(&format!("d{grant}/"));
-            if let (Some(rel), Some(files)) = (rel, listing.dirs.get(grant)) {
-                if !rel.contains(['\n', '\\']) && same(files, rel) {
-                    let list = lists.entry(*grant).or_default();
-                    list.extend_from_slice(b"./");
-                    list.extend_from_slice(rel.as_bytes());
-                    list.push(b'\n');
-                    // What `tally` counted for it.
-                    kept.push((*grant, p.member().archive_len()));
-                    continue;
-                }
+    let mut prefix = String::new();
+    for (i, p) in members.iter().enumerate() {
+        let PlannedKind::HostFile { grant, stamp, .. } = &p.kind else {
+            continue;
+        };
+        let Some(files) = listing.dirs.get(grant) else {
+            continue;
+        };
+        prefix.clear();
+        let _ = write!(prefix, "d{grant}/");
+        let Some(rel) = p.name.strip_prefix(prefix.as_str()) else {
+            continue;
+        };
+        let same = files.get(rel).is_some_and(|l| {
+            l.size == stamp.size
+                && l.mode == p.mode
+                && l.mtime == stamp.mtime_sec
+                && l.ctime.saturating_sub(ahead) > stamp.mtime_sec.saturating_add(1)
+        });
+        if same && !rel.contains(['\n', '\\']) {
+            let list = lists.entry(*grant).or_default();
+            list.extend_from_slice(b"./");
+            list.extend_from_slice(rel.as_bytes());
+            list.push(b'\n');
+            if kept.skip.is_empty() {
+                kept.skip = vec![false; members.len()];
             }
+            kept.skip[i] = true;
+            // What `tally` counted for it.
+            kept.counted.push((*grant, p.member().archive_len()));
         }
-        out.push(p.clone());
     }
-    // The keep lists go before the commit token, which stays last.
-    let commit = out.pop();
-    for (k, list) in lists {
-        out.push(Planned {
-            name: format!("k{k}"),
+    kept.lists = lists
+        .into_iter()
+        .map(|(k, list)| Planned {
+            name: format!("k{k}").into(),
             kind: PlannedKind::Inline(list),
             mode: 0o600,
             mtime: 0,
-        });
+        })
+        .collect();
+    kept
+}
+
+/// Files [`keep_unchanged`] leaves out of the archive.
+struct Kept {
+    /// Per planned member: kept, so not sent (empty: none kept).
+    skip: Vec<bool>,
+    /// The `k<k>` members naming them.
+    lists: Vec<Planned>,
+    /// (mapping, archive bytes) of each, for the reported totals.
+    counted: Vec<(usize, u64)>,
+}
+
+impl Kept {
+    /// The members to send: the plan less the kept files, then the keep
+    /// lists, then the commit token.
+    fn members<'a>(&'a self, plan: &'a Plan) -> impl Iterator<Item = Planned> + 'a {
+        plan.members
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !self.skip.get(*i).copied().unwrap_or(false))
+            .map(|(_, p)| p)
+            .chain(self.lists.iter().cloned())
+            .chain(plan.commit.clone())
     }
-    out.extend(commit);
-    (Cow::Owned(out), kept)
+
+    /// Their bytes in the archive, from the whole plan's.
+    fn members_len(&self, planned: u64) -> u64 {
+        let dropped: u64 = self.counted.iter().map(|c| c.1).sum();
+        let lists: u64 = self.lists.iter().map(|p| p.member().archive_len()).sum();
+        planned - dropped + lists
+    }
 }
 
 /// Writes the archive: headers from guest memory, file contents handed to
@@ -459,7 +553,7 @@ fn keep_unchanged<'a>(
 fn send_archive(
     exec: &Execution,
     stdin: &OutputStream,
-    members: &[Planned],
+    members: impl Iterator<Item = Planned>,
     members_len: u64,
     sources: &[&GrantedDir],
 ) -> Result<(), Sent> {
@@ -472,21 +566,21 @@ fn send_archive(
             .write_header(&mut buf)
             .map_err(|e| Sent::Fatal(e.into()))?;
         match &p.kind {
-            PlannedKind::HostFile { grant, path, meta } => {
+            PlannedKind::HostFile { grant, path, stamp } => {
                 if batch.grant != Some(*grant) || batch.files.len() >= FILES_PER_CALL {
                     batch.send(exec, sources)?;
                     batch.grant = Some(*grant);
                 }
                 batch.files.push(FileSend {
                     prefix: std::mem::take(&mut buf),
-                    path: path.clone(),
-                    size: meta.size,
-                    mtime_sec: meta.mtime_sec,
-                    mtime_nsec: meta.mtime_nsec,
-                    device: meta.device,
-                    inode: meta.inode,
+                    path: path.to_string(),
+                    size: stamp.size,
+                    mtime_sec: stamp.mtime_sec,
+                    mtime_nsec: stamp.mtime_nsec,
+                    device: stamp.device,
+                    inode: stamp.inode,
                 });
-                tar_write::write_padding(&mut buf, meta.size);
+                tar_write::write_padding(&mut buf, stamp.size);
             }
             PlannedKind::Inline(bytes) => {
                 buf.extend_from_slice(bytes);
@@ -500,7 +594,7 @@ fn send_archive(
         }
     }
     batch.send(exec, sources)?;
-    if !members.is_empty() {
+    if members_len > 0 {
         tar_write::write_end(&mut buf, members_len);
     }
     io::write_all(stdin, &buf).map_err(Sent::Stream)?;

@@ -11,6 +11,7 @@
 //! - [`exclude`]: `tar --exclude` glob semantics.
 //! - [`mode`]: the permission bits a mapping may request.
 //! - [`plan`]: what a sync-in sends, walked over a [`plan::HostDir`].
+//! - [`plan_log`]: a plan held compactly (a few dozen bytes a member).
 //! - [`outcome`]: what a finished sandbox program's exit and status lines mean.
 //! - [`tar_write`]: tar headers for the inbound archive (contents are spliced host-side).
 //! - [`tar_read`]: a strict, bounded parser for sandbox-written tar streams.
@@ -24,6 +25,7 @@ pub mod exclude;
 pub mod mode;
 pub mod outcome;
 pub mod plan;
+pub mod plan_log;
 pub mod quote;
 pub mod sample;
 pub mod sandbox_path;

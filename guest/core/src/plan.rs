@@ -6,6 +6,7 @@
 //! its granted directories), so planning runs natively in tests.
 
 use crate::exclude::Excluder;
+use crate::plan_log::PlanSink;
 use crate::tar_write::{Member, MemberKind};
 use crate::{Error, ErrorKind, SCRATCH_PREFIX};
 
@@ -97,7 +98,7 @@ impl FsError {
     }
 
     /// A missing source is the request's fault; anything else is described.
-    fn source(self, source: &str) -> Error {
+    pub fn source(self, source: &str) -> Error {
         match self.failure {
             FsFailure::NotFound => {
                 Error::invalid(format!("source {source} does not exist: {}", self.message))
@@ -122,11 +123,43 @@ pub trait HostDir {
     fn read_dir_stat(&self, path: &str) -> Result<Vec<Entry>, FsError>;
 }
 
+/// What the host re-checks about a file after sending its bytes: the
+/// planned identity, size and mtime (a change means the source changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, seconds.
+    pub mtime_sec: i64,
+    /// Modification time, nanoseconds.
+    pub mtime_nsec: u32,
+    /// Device, with `inode` the file's identity.
+    pub device: u64,
+    /// Inode.
+    pub inode: u64,
+}
+
+impl From<&Meta> for Stamp {
+    fn from(m: &Meta) -> Self {
+        Stamp {
+            size: m.size,
+            mtime_sec: m.mtime_sec,
+            mtime_nsec: m.mtime_nsec,
+            device: m.device,
+            inode: m.inode,
+        }
+    }
+}
+
 /// One archive member and where its bytes come from.
+///
+/// A plan holds one of these per host entry, so it is kept small (boxed
+/// strings, a [`Stamp`] rather than the whole [`Meta`]): 100k files must
+/// plan in a few MiB.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Planned {
     /// The member's name in the archive.
-    pub name: String,
+    pub name: Box<str>,
     /// What it is and where its bytes come from.
     pub kind: PlannedKind,
     /// Permission bits.
@@ -138,29 +171,29 @@ pub struct Planned {
 /// What a [`Planned`] member is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PlannedKind {
-    /// Contents read host-side from `path` in grant `grant`; `meta` is what
-    /// was planned, re-checked when it is sent.
+    /// Contents read host-side from `path` in grant `grant`; `stamp` is
+    /// what was planned, re-checked when it is sent.
     HostFile {
         /// Index of the grant.
         grant: usize,
         /// Path beneath the grant.
-        path: String,
+        path: Box<str>,
         /// The file as planned.
-        meta: Meta,
+        stamp: Stamp,
     },
     /// Contents from memory (commands, the commit token).
     Inline(Vec<u8>),
     /// A directory.
     Dir,
     /// A symlink with this target.
-    Symlink(String),
+    Symlink(Box<str>),
 }
 
 impl Planned {
     /// The member's tar header fields.
     pub fn member(&self) -> Member<'_> {
         let kind = match &self.kind {
-            PlannedKind::HostFile { meta, .. } => MemberKind::File { size: meta.size },
+            PlannedKind::HostFile { stamp, .. } => MemberKind::File { size: stamp.size },
             PlannedKind::Inline(b) => MemberKind::File {
                 size: b.len() as u64,
             },
@@ -205,7 +238,7 @@ pub fn plan_dir(
     source: &str,
     exclude: &[String],
     follow: bool,
-    out: &mut Vec<Planned>,
+    out: &mut impl PlanSink,
 ) -> Result<(), Error> {
     let excluder = Excluder::new(exclude)?;
     let top = dir.stat_follow("").map_err(|e| e.source(source))?;
@@ -215,7 +248,7 @@ pub fn plan_dir(
         )));
     }
     out.push(Planned {
-        name: name.to_owned(),
+        name: name.into(),
         kind: PlannedKind::Dir,
         mode: top.mode & 0o777,
         mtime: mtime(&top),
@@ -254,8 +287,8 @@ pub fn plan_dir(
             let kind = match meta.kind {
                 Kind::File => PlannedKind::HostFile {
                     grant: k,
-                    path: rel.clone(),
-                    meta: meta.clone(),
+                    path: rel.as_str().into(),
+                    stamp: Stamp::from(&meta),
                 },
                 Kind::Directory => {
                     if seen.len() >= MAX_DEPTH || seen.contains(&(meta.device, meta.inode)) {
@@ -269,8 +302,8 @@ pub fn plan_dir(
                     subdirs.push((rel.clone(), s));
                     PlannedKind::Dir
                 }
-                Kind::Symlink => match meta.link_target.clone() {
-                    Some(t) => PlannedKind::Symlink(t),
+                Kind::Symlink => match meta.link_target.take() {
+                    Some(t) => PlannedKind::Symlink(t.into()),
                     None => {
                         return Err(Error::new(
                             ErrorKind::Io,
@@ -287,7 +320,7 @@ pub fn plan_dir(
                 meta.mode & 0o777
             };
             out.push(Planned {
-                name: format!("{name}/{rel}"),
+                name: format!("{name}/{rel}").into(),
                 kind,
                 mode,
                 mtime: mtime(&meta),
@@ -412,7 +445,7 @@ mod tests {
 
     #[test]
     fn plans_in_order_with_excludes_and_links() {
-        let mut out = Vec::new();
+        let mut out: Vec<Planned> = Vec::new();
         plan_dir(
             &tree(),
             3,
@@ -423,11 +456,11 @@ mod tests {
             &mut out,
         )
         .unwrap();
-        let names: Vec<&str> = out.iter().map(|p| p.name.as_str()).collect();
+        let names: Vec<&str> = out.iter().map(|p| &*p.name).collect();
         assert_eq!(names, ["d3", "d3/b", "d3/l", "d3/z", "d3/b/f"]);
         assert_eq!(out[2].kind, PlannedKind::Symlink("z".into()));
         assert!(
-            matches!(&out[3].kind, PlannedKind::HostFile { grant: 3, path, .. } if path == "z")
+            matches!(&out[3].kind, PlannedKind::HostFile { grant: 3, path, .. } if &**path == "z")
         );
         let (files, bytes) = tally(&out);
         assert_eq!(files, 3);
@@ -439,7 +472,7 @@ mod tests {
 
     #[test]
     fn following_dereferences_and_reports_links_it_may_not_follow() {
-        let mut out = Vec::new();
+        let mut out: Vec<Planned> = Vec::new();
         plan_dir(
             &tree(),
             0,
@@ -450,15 +483,33 @@ mod tests {
             &mut out,
         )
         .unwrap();
-        assert!(matches!(&out[2].kind, PlannedKind::HostFile { path, .. } if path == "l"));
-        let err = plan_dir(&tree(), 0, "d", "/src", &[], true, &mut Vec::new()).unwrap_err();
+        assert!(matches!(&out[2].kind, PlannedKind::HostFile { path, .. } if &**path == "l"));
+        let err = plan_dir(
+            &tree(),
+            0,
+            "d",
+            "/src",
+            &[],
+            true,
+            &mut Vec::<Planned>::new(),
+        )
+        .unwrap_err();
         assert_eq!(err.kind, ErrorKind::Confinement, "{err}");
     }
 
     #[test]
     fn a_missing_source_is_the_requests_fault() {
         let empty = Tree(BTreeMap::new());
-        let err = plan_dir(&empty, 0, "d", "/nope", &[], false, &mut Vec::new()).unwrap_err();
+        let err = plan_dir(
+            &empty,
+            0,
+            "d",
+            "/nope",
+            &[],
+            false,
+            &mut Vec::<Planned>::new(),
+        )
+        .unwrap_err();
         assert_eq!(err.kind, ErrorKind::InvalidRequest);
         assert!(err.message.contains("does not exist"), "{err}");
         let err = file_source(&empty, "/nope/f", "/w/f", "/w").unwrap_err();

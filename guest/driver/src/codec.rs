@@ -3,6 +3,7 @@
 //! the compressing natively; the sandbox runs the matching command.
 
 use sandbox_sync_core::plan::{Planned, PlannedKind};
+use sandbox_sync_core::plan_log::PlanLog;
 use sandbox_sync_core::sample::{entropy_ratio, COMPRESSIBLE_BELOW};
 use sandbox_sync_core::script::Codec;
 
@@ -10,8 +11,8 @@ use crate::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use crate::bindings::sandbox_sync::provider::sandbox_exec::{self, Compression};
 
 /// Below this many bytes of file contents `auto` does not compress a
-/// sync-in: the codec handshake costs a round trip inside the exec, more
-/// than it can save on a small transfer.
+/// sync-in: starting the sandbox's decompressor costs more than it can
+/// save on a small transfer.
 pub const AUTO_MIN_BYTES: u64 = 1 << 20;
 
 /// Files sampled, spread over the transfer's bytes, and bytes read from each.
@@ -53,7 +54,7 @@ pub fn to_wit(codec: Codec) -> sandbox_exec::Codec {
 }
 
 /// Whether a sync-in of `members` is worth compressing under `policy`.
-pub fn worth_it(policy: Compression, members: &[Planned], sources: &[&GrantedDir]) -> bool {
+pub fn worth_it(policy: Compression, members: &PlanLog, sources: &[&GrantedDir]) -> bool {
     match policy {
         Compression::None => false,
         Compression::Gzip | Compression::Zstd => true,
@@ -61,39 +62,45 @@ pub fn worth_it(policy: Compression, members: &[Planned], sources: &[&GrantedDir
     }
 }
 
+/// A host file's grant, path and size; `None` for other members and
+/// empty files.
+fn host_file(p: Planned) -> Option<(usize, Box<str>, u64)> {
+    match p.kind {
+        PlannedKind::HostFile { grant, path, stamp } if stamp.size > 0 => {
+            Some((grant, path, stamp.size))
+        }
+        _ => None,
+    }
+}
+
 /// Samples up to [`SAMPLES`] host files at evenly spaced points of the
 /// transfer's bytes, so big files weigh as much as they cost on the wire.
-fn sampled_compressible(members: &[Planned], sources: &[&GrantedDir]) -> bool {
-    let files: Vec<(usize, &str, u64)> = members
-        .iter()
-        .filter_map(|p| match &p.kind {
-            PlannedKind::HostFile { grant, path, meta } if meta.size > 0 => {
-                Some((*grant, path.as_str(), meta.size))
-            }
-            _ => None,
-        })
-        .collect();
-    let total: u64 = files.iter().map(|f| f.2).sum();
+/// Two passes over the plan: one for the total, one to pick the files.
+fn sampled_compressible(members: &PlanLog, sources: &[&GrantedDir]) -> bool {
+    let total: u64 = members.iter().filter_map(host_file).map(|f| f.2).sum();
     if total < AUTO_MIN_BYTES {
         return false;
     }
     let mut ratios = Vec::new();
-    let (mut i, mut before) = (0usize, 0u64);
-    let mut last = None;
+    let mut files = members.iter().filter_map(host_file);
+    let mut current = files.next();
+    let mut before = 0u64;
     for k in 0..SAMPLES {
         let at = total / SAMPLES * k + total / (2 * SAMPLES);
-        while i < files.len() && before + files[i].2 <= at {
-            before += files[i].2;
-            i += 1;
+        let mut moved = k == 0;
+        while let Some(f) = current.as_ref().filter(|f| before + f.2 <= at) {
+            before += f.2;
+            current = files.next();
+            moved = true;
         }
-        let Some(&(grant, path, _)) = files.get(i) else {
+        let Some((grant, path, _)) = &current else {
             break;
         };
-        if last == Some(i) {
+        // A big file spans several sample points: sample it once.
+        if !moved {
             continue;
         }
-        last = Some(i);
-        if let Some(r) = sources.get(grant).and_then(|g| sample(g, path)) {
+        if let Some(r) = sources.get(*grant).and_then(|g| sample(g, path)) {
             ratios.push(r);
         }
     }

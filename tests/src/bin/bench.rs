@@ -23,7 +23,9 @@
 //! (16 MiB with `--quick`), and W4 is left out.
 //!
 //! Usage: `sandbox-sync-bench [--quick] [--runs N] [--latency 0,50]
-//! [--links 5,50|none] [--link-runs N] [--only W1,SRC,...] [--out DIR]`
+//! [--links 5,50|none] [--link-runs N] [--only W1,SRC,...]
+//! [--contenders tar-stream,...] [--out DIR]` (`raw-pipe`, the yardstick,
+//! always runs).
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -60,6 +62,8 @@ struct Args {
     link_runs: usize,
     /// Workload ids to run (all when `None`).
     only: Option<Vec<String>>,
+    /// Local contenders to run (all when `None`).
+    contenders: Option<Vec<String>>,
     out: PathBuf,
     bin: PathBuf,
     fallback: PathBuf,
@@ -74,6 +78,7 @@ fn parse_args() -> Result<Args> {
         links: vec![5, 50],
         link_runs: 3,
         only: None,
+        contenders: None,
         out: PathBuf::from("."),
         bin: PathBuf::from("target/release/sandbox-sync"),
         fallback: PathBuf::from(sandbox_sync_host::runtime::FALLBACK_COMPONENT_PATH),
@@ -95,6 +100,9 @@ fn parse_args() -> Result<Args> {
             "--link-runs" => a.link_runs = val()?.parse()?,
             "--only" => {
                 a.only = Some(val()?.split(',').map(|s| s.trim().to_owned()).collect());
+            }
+            "--contenders" => {
+                a.contenders = Some(val()?.split(',').map(|s| s.trim().to_owned()).collect());
             }
             "--out" => a.out = val()?.into(),
             "--bin" => a.bin = val()?.into(),
@@ -1054,6 +1062,12 @@ fn main() -> Result<()> {
                     Box::new(|wipe| run_naive(&a, w, latency, wipe)),
                 ));
             }
+            contenders.retain(|(name, _)| {
+                name == &"raw-pipe"
+                    || a.contenders
+                        .as_ref()
+                        .is_none_or(|c| c.iter().any(|c| c == name))
+            });
             for (name, f) in contenders {
                 let runs = if name == "base64-fallback" && w.bytes > (256 << 20) {
                     a.runs.min(3)
@@ -1084,6 +1098,7 @@ fn main() -> Result<()> {
     drop(rt);
     let inst = instantiation()?;
     let md = report(&a, &workloads, &rows, inst);
+    std::fs::create_dir_all(&a.out)?;
     std::fs::write(a.out.join("BENCHMARKS.md"), md)?;
     chart(&a.out.join("benchmarks.svg"), &workloads.local, &rows)?;
     if rustix::process::geteuid().is_root() {

@@ -496,53 +496,50 @@ impl InboundScript {
         let _ = writeln!(self.ops, "printf '%s op %s\\n' \"$_ss_TAG\" {op}");
     }
 
-    /// Finishes the program: it extracts `archive_len` bytes from stdin and
-    /// refuses to apply anything unless the member `commit` holds `token`.
+    /// Finishes the program. With an `archive` to extract it first reports
+    /// (its listings and codecs, see [`InboundScript::reuse_dir`] and
+    /// [`InboundScript::offer_compression`]), then reads the host's answer
+    /// line, `<codec> <archive length>` (codec `none`, `gzip` or `zstd`;
+    /// anything else makes it stop, changing nothing), extracts the
+    /// archive, and refuses to apply anything unless the member `commit`
+    /// holds `token`.
     ///
-    /// `archive_len` must be whole tar records ([`tar_write::archive_len`]):
-    /// GNU tar then reads exactly the archive by itself (it reads whole
-    /// records and stops at the end marker), saving the `head -c` hop that
-    /// copies every byte once more; other tars are bounded by `head -c`.
+    /// The host plans while the program starts and reports: nothing in the
+    /// program depends on what the host's walk finds.
+    ///
+    /// A plain archive's length is whole tar records
+    /// ([`tar_write::archive_len`](crate::tar_write::archive_len)): GNU tar
+    /// then reads exactly the archive by itself (it reads whole records and
+    /// stops at the end marker), saving the `head -c` hop that copies every
+    /// byte once more; other tars are bounded by `head -c`.
     ///
     /// # Errors
     /// When the root or token cannot be quoted.
-    pub fn finish(self, archive_len: u64, token: &str) -> Result<String, Error> {
+    pub fn finish(self, archive: bool, token: &str) -> Result<String, Error> {
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
-        if archive_len > 0 {
-            let negotiated = self.compression || !self.listing.is_empty();
-            // A negotiated archive's length comes with the host's answer
-            // (what it sends depends on the listing).
-            let len = if negotiated {
-                "\"$_ss_len\"".to_owned()
-            } else {
-                archive_len.to_string()
-            };
+        if archive {
             let plain = format!(
                 "if [ \"$_ss_gnutar\" = 1 ]; then tar -x -b {blocking} -p -o -f - -C /proc/self/fd/9; \
-else head -c {len} | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
+else head -c \"$_ss_len\" | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
                 blocking = crate::tar_write::RECORD / 512
             );
-            if negotiated {
-                if !self.listing.is_empty() {
-                    s.push_str(&self.listing);
-                    s.push_str("printf '%s now %s\\n' \"$_ss_TAG\" \"$(date +%s)\"\n");
-                }
-                let caps = if self.compression { "$(_ss_caps)" } else { "" };
-                let _ = writeln!(
-                    s,
-                    "_ss_codec={caps}; printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
+            if !self.listing.is_empty() {
+                s.push_str(&self.listing);
+                s.push_str("printf '%s now %s\\n' \"$_ss_TAG\" \"$(date +%s)\"\n");
+            }
+            let caps = if self.compression { "$(_ss_caps)" } else { "" };
+            let _ = writeln!(
+                s,
+                "_ss_codec={caps}; printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
 read -r _ss_codec _ss_len || _ss_die 43 'the host sent no answer'\n\
 case $_ss_codec in\n\
 none) {plain} ;;\n\
 gzip|zstd) _ss_unpack \"$_ss_codec\" || _ss_die 43 'extracting the compressed archive failed' ;;\n\
-*) _ss_die 43 'the host sent an unknown codec' ;;\n\
+*) _ss_die 43 'the host sent no archive' ;;\n\
 esac"
-                );
-            } else {
-                let _ = writeln!(s, "{plain}");
-            }
+            );
             let _ = writeln!(
                 s,
                 "_ss_tok=; {{ read -r _ss_tok </proc/self/fd/9/commit; }} 2>/dev/null; [ \"$_ss_tok\" = {} ] || _ss_die 50 'archive incomplete: a source changed or the stream was cut'",
@@ -684,12 +681,12 @@ mod tests {
         let mut s = InboundScript::new("/w", 0, ".paperclip-upload-t");
         s.put_file("f0", "/w/a b", "x'y;touch /tmp/pwn", Some(0o600))
             .unwrap();
-        let text = s.finish(10240, "tok").unwrap();
+        let text = s.finish(true, "tok").unwrap();
         assert!(
             text.contains("_ss_file 'f0' '/w/a b' 'x'\\''y;touch /tmp/pwn' '0600'"),
             "{text}"
         );
-        assert!(text.contains("head -c 10240 | tar -x"));
+        assert!(text.contains("head -c \"$_ss_len\" | tar -x"));
         assert!(text.contains("tar -x -b 20 -p"));
     }
 

@@ -10,6 +10,7 @@
 
 mod jail;
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::process::Stdio;
@@ -19,6 +20,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use rustix::process::{kill_process_group, Pid, Signal};
+use tokio::io::AsyncRead;
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -41,6 +43,7 @@ pub struct LocalBackend {
     host_userland: bool,
     user: Option<u32>,
     exec_latency: Duration,
+    reply_latency: Duration,
 }
 
 impl LocalBackend {
@@ -97,6 +100,14 @@ impl LocalBackend {
     #[must_use]
     pub fn exec_latency(mut self, latency: Duration) -> Self {
         self.exec_latency = latency;
+        self
+    }
+
+    /// Delays each exec's first stdout bytes, to model a link's round trip
+    /// between the program's first words and the host hearing them.
+    #[must_use]
+    pub fn reply_latency(mut self, latency: Duration) -> Self {
+        self.reply_latency = latency;
         self
     }
 
@@ -158,6 +169,26 @@ impl LocalBackend {
     }
 }
 
+/// A reader whose first bytes come only after `wait`.
+struct LateReader<R> {
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
+    inner: R,
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LateReader<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if let Some(wait) = &mut self.wait {
+            std::task::ready!(wait.as_mut().poll(cx));
+            self.wait = None;
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
 impl ExecBackend for LocalBackend {
     fn start(&self, req: ExecRequest) -> BoxFuture<'_, Result<Process, ExecError>> {
         Box::pin(async move {
@@ -184,9 +215,17 @@ impl ExecBackend for LocalBackend {
             let stderr_task = tokio::spawn(capture_stderr(stderr, req.max_stderr, pgid));
             let timed_out = Arc::new(AtomicBool::new(false));
             let watchdog = tokio::spawn(watchdog(deadline, pgid, Arc::clone(&timed_out)));
+            let stdout: Box<dyn AsyncRead + Send + Unpin> = if self.reply_latency.is_zero() {
+                Box::new(stdout)
+            } else {
+                Box::new(LateReader {
+                    wait: Some(Box::pin(tokio::time::sleep(self.reply_latency))),
+                    inner: stdout,
+                })
+            };
             Ok(Process {
                 stdin: Box::new(stdin),
-                stdout: Box::new(stdout),
+                stdout,
                 control: Box::new(LocalControl {
                     child,
                     pgid,
