@@ -163,7 +163,55 @@ fn resync_onto_the_remote_dir_itself(u: Env) {
     }
 }
 
+/// A tree of more members than the component walks before the program's
+/// report (65536) is walked while it is sent where the sandbox's tar can
+/// take an archive of unknown length (GNU, or any compressed stream), and
+/// walked whole first elsewhere. Either way it lands exactly, a re-sync
+/// keeps what the streamed part already holds, and a walk that fails
+/// midway changes nothing.
+fn a_tree_past_the_lookahead_lands_and_resyncs(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.host.join("src");
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    let (dirs, per_dir) = (300, 234);
+    for d in 0..dirs {
+        let dir = src.join(format!("d{d:03}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for f in 0..per_dir {
+            let p = dir.join(format!("f{f:03}"));
+            std::fs::write(&p, format!("{d} {f}\n")).unwrap();
+            set_mtime(&p, old);
+        }
+    }
+    let first = sync(&sb, true);
+    assert_execs(first.execs, 1);
+    assert_eq!(first.operations[0].files_transferred, dirs * per_dir);
+    assert_same_tree(&src, &sb.remote_on_host("ws"));
+    // Changes where the walk reaches them last: past the lookahead.
+    let last = src.join(format!("d{:03}", dirs - 1));
+    std::fs::write(last.join("f000"), b"changed\n").unwrap();
+    std::fs::write(last.join("new"), b"added\n").unwrap();
+    std::fs::remove_file(last.join("f001")).unwrap();
+    let again = sync(&sb, true);
+    assert_same_tree(&src, &sb.remote_on_host("ws"));
+    if keeps_unchanged() {
+        assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
+    }
+    // A link out of the source, refused only when the walk reaches it.
+    std::os::unix::fs::symlink("/etc", last.join("zz-out")).unwrap();
+    let before = snapshot(&sb.remote_on_host("ws"));
+    let mut m = dir(&src, sb.remote("ws"));
+    m.follow_symlinks = Some(true);
+    let mut opts = sb.options();
+    opts.confine_followed_symlinks = true;
+    let err = sb.sync_in_with(&[op("in", vec![m])], &opts).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::Confinement, "{}", err.error);
+    assert_eq!(snapshot(&sb.remote_on_host("ws")), before);
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 for_each_userland!(
+    a_tree_past_the_lookahead_lands_and_resyncs,
     resync_lands_what_a_full_sync_lands,
     unchanged_resync_sends_almost_nothing,
     a_racy_file_is_sent_again,

@@ -223,14 +223,11 @@ pub fn mtime(meta: &Meta) -> u64 {
     u64::try_from(meta.mtime_sec).unwrap_or(0)
 }
 
-/// Walks the source directory of mapping `k` (member names under `name`),
-/// skipping `exclude`d entries and reserved scratch names; every
-/// directory's member precedes its children, siblings in name order.
+/// Walks the source directory of mapping `k` (member names under `name`)
+/// into `out`; see [`DirWalk`].
 ///
 /// # Errors
-/// `invalid-request` for a missing or non-directory source, a directory
-/// cycle or nesting deeper than 512; `confinement` for a followed link the
-/// host would not dereference; `io` for other host failures.
+/// As [`DirWalk::new`] and [`DirWalk`]'s items.
 pub fn plan_dir(
     dir: &impl HostDir,
     k: usize,
@@ -240,42 +237,118 @@ pub fn plan_dir(
     follow: bool,
     out: &mut impl PlanSink,
 ) -> Result<(), Error> {
-    let excluder = Excluder::new(exclude)?;
-    let top = dir.stat_follow("").map_err(|e| e.source(source))?;
-    if top.kind != Kind::Directory {
-        return Err(Error::invalid(format!(
-            "directory mapping source {source} is not a directory"
-        )));
+    for p in DirWalk::new(dir, k, name, source, exclude, follow)? {
+        out.push(p?);
     }
-    out.push(Planned {
-        name: name.into(),
-        kind: PlannedKind::Dir,
-        mode: top.mode & 0o777,
-        mtime: mtime(&top),
-    });
-    // (relative dir, its ancestors' (device, inode), to refuse cycles when following links)
-    let mut stack: Vec<(String, Vec<(u64, u64)>)> =
-        vec![(String::new(), vec![(top.device, top.inode)])];
-    while let Some((rel_dir, seen)) = stack.pop() {
-        let entries = dir
-            .read_dir_stat(&rel_dir)
-            .map_err(|e| e.describe("list", &join(source, &rel_dir)))?;
-        let mut subdirs = Vec::new();
-        for entry in entries {
+    Ok(())
+}
+
+/// A directory still to list: its path relative to the source, and its
+/// ancestors' (device, inode), to refuse cycles when following links.
+type Pending = (String, Vec<(u64, u64)>);
+
+/// The members of a directory mapping's source, one at a time: the
+/// directory itself first, then depth first with every directory's member
+/// before its children and siblings in name order, skipping `exclude`d
+/// entries, reserved scratch names, sockets, FIFOs and devices.
+///
+/// It lists one directory at a time, so a sender can walk and send at
+/// once: memory grows with the widest directory and the depth, not the
+/// tree. After an error it yields nothing more.
+pub struct DirWalk<'a, D: HostDir> {
+    dir: &'a D,
+    k: usize,
+    name: String,
+    source: String,
+    excluder: Excluder,
+    follow: bool,
+    top: Option<Planned>,
+    stack: Vec<Pending>,
+    /// The directory being listed: its path, ancestors, the entries not
+    /// yet yielded, and the subdirectories found so far.
+    listing: Option<(Pending, std::vec::IntoIter<Entry>, Vec<Pending>)>,
+    failed: bool,
+}
+
+impl<'a, D: HostDir> DirWalk<'a, D> {
+    /// Starts a walk of `dir`, the source of mapping `k` (`source` names it
+    /// in messages).
+    ///
+    /// # Errors
+    /// `invalid-request` for a missing or non-directory source or a bad
+    /// exclude pattern; `io` for other host failures.
+    pub fn new(
+        dir: &'a D,
+        k: usize,
+        name: &str,
+        source: &str,
+        exclude: &[String],
+        follow: bool,
+    ) -> Result<Self, Error> {
+        let excluder = Excluder::new(exclude)?;
+        let top = dir.stat_follow("").map_err(|e| e.source(source))?;
+        if top.kind != Kind::Directory {
+            return Err(Error::invalid(format!(
+                "directory mapping source {source} is not a directory"
+            )));
+        }
+        Ok(DirWalk {
+            dir,
+            k,
+            name: name.to_owned(),
+            source: source.to_owned(),
+            excluder,
+            follow,
+            top: Some(Planned {
+                name: name.into(),
+                kind: PlannedKind::Dir,
+                mode: top.mode & 0o777,
+                mtime: mtime(&top),
+            }),
+            stack: vec![(String::new(), vec![(top.device, top.inode)])],
+            listing: None,
+            failed: false,
+        })
+    }
+
+    /// The next member, or `None` once the directory is done with.
+    fn step(&mut self) -> Result<Option<Planned>, Error> {
+        if let Some(top) = self.top.take() {
+            return Ok(Some(top));
+        }
+        loop {
+            let Some(((rel_dir, seen), entries, subdirs)) = &mut self.listing else {
+                let Some((rel_dir, seen)) = self.stack.pop() else {
+                    return Ok(None);
+                };
+                let entries = self
+                    .dir
+                    .read_dir_stat(&rel_dir)
+                    .map_err(|e| e.describe("list", &join(&self.source, &rel_dir)))?;
+                self.listing = Some(((rel_dir, seen), entries.into_iter(), Vec::new()));
+                continue;
+            };
+            let Some(entry) = entries.next() else {
+                // Reverse so the stack pops subdirectories in name order.
+                self.stack.extend(std::mem::take(subdirs).into_iter().rev());
+                self.listing = None;
+                continue;
+            };
             if entry.name.starts_with(SCRATCH_PREFIX) {
                 continue;
             }
             let rel = if rel_dir.is_empty() {
-                entry.name.clone()
+                entry.name
             } else {
                 format!("{rel_dir}/{}", entry.name)
             };
-            if excluder.matches(&rel) {
+            if self.excluder.matches(&rel) {
                 continue;
             }
+            let source = &self.source;
             let mut meta = entry.meta;
-            if meta.kind == Kind::Symlink && follow {
-                meta = dir.stat_follow(&rel).map_err(|e| match e.failure {
+            if meta.kind == Kind::Symlink && self.follow {
+                meta = self.dir.stat_follow(&rel).map_err(|e| match e.failure {
                     FsFailure::NotPermitted => Error::confinement(format!(
                         "symlink {} leads outside the source directory and followSymlinks is set: {}",
                         join(source, &rel),
@@ -286,7 +359,7 @@ pub fn plan_dir(
             }
             let kind = match meta.kind {
                 Kind::File => PlannedKind::HostFile {
-                    grant: k,
+                    grant: self.k,
                     path: rel.as_str().into(),
                     stamp: Stamp::from(&meta),
                 },
@@ -319,17 +392,27 @@ pub fn plan_dir(
             } else {
                 meta.mode & 0o777
             };
-            out.push(Planned {
-                name: format!("{name}/{rel}").into(),
+            return Ok(Some(Planned {
+                name: format!("{}/{rel}", self.name).into(),
                 kind,
                 mode,
                 mtime: mtime(&meta),
-            });
+            }));
         }
-        // Reverse so the stack pops subdirectories in name order.
-        stack.extend(subdirs.into_iter().rev());
     }
-    Ok(())
+}
+
+impl<D: HostDir> Iterator for DirWalk<'_, D> {
+    type Item = Result<Planned, Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let step = self.step();
+        self.failed = step.is_err();
+        step.transpose()
+    }
 }
 
 /// `base/rel` for messages (`base` alone when `rel` is empty).

@@ -27,8 +27,8 @@ pub mod exit;
 mod protocol;
 
 pub use protocol::{
-    choice_name, parse_caps, parse_marker, parse_status, Codec, Listed, Listing, ListingParser,
-    Marker, Status, TAG,
+    choice_name, parse_caps, parse_marker, parse_status, Caps, Codec, Listed, Listing,
+    ListingParser, Marker, Status, TAG,
 };
 
 /// The constant `sh -c` program every exec starts with.
@@ -500,7 +500,8 @@ impl InboundScript {
     /// (its listings and codecs, see [`InboundScript::reuse_dir`] and
     /// [`InboundScript::offer_compression`]), then reads the host's answer
     /// line, `<codec> <archive length>` (codec `none`, `gzip` or `zstd`;
-    /// anything else makes it stop, changing nothing), extracts the
+    /// anything else makes it stop, changing nothing; the length only
+    /// bounds a plain archive for a tar that cannot stream), extracts the
     /// archive, and refuses to apply anything unless the member `commit`
     /// holds `token`.
     ///
@@ -530,9 +531,12 @@ else head -c \"$_ss_len\" | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 
                 s.push_str("printf '%s now %s\\n' \"$_ss_TAG\" \"$(date +%s)\"\n");
             }
             let caps = if self.compression { "$(_ss_caps)" } else { "" };
+            // GNU tar stops at the end marker: the host may then send
+            // while it walks, with no length up front.
             let _ = writeln!(
                 s,
-                "_ss_codec={caps}; printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
+                "_ss_codec={caps}; [ \"$_ss_gnutar\" = 1 ] && _ss_codec=\"$_ss_codec stream\"\n\
+printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
 read -r _ss_codec _ss_len || _ss_die 43 'the host sent no answer'\n\
 case $_ss_codec in\n\
 none) {plain} ;;\n\

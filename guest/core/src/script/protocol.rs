@@ -46,15 +46,33 @@ pub fn choice_name(codec: Option<Codec>) -> &'static str {
     codec.map_or("none", Codec::name)
 }
 
-/// Parses the inbound program's codec line (`<TAG> caps[ <codec>]...`,
-/// without the newline): the codecs the sandbox can decompress. Names it
-/// does not know are skipped.
-pub fn parse_caps(line: &str) -> Option<Vec<Codec>> {
+/// What the inbound program can take, from its `caps` line.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Caps {
+    /// Codecs it can decompress.
+    pub codecs: Vec<Codec>,
+    /// Its tar stops at the archive's end marker by itself (GNU tar), so a
+    /// plain archive needs no length up front and the host may send while
+    /// it still walks.
+    pub streams: bool,
+}
+
+/// Parses the inbound program's caps line (`<TAG> caps[ <word>]...`,
+/// without the newline): codec names, and `stream` (see
+/// [`Caps::streams`]). Words it does not know are skipped.
+pub fn parse_caps(line: &str) -> Option<Caps> {
     let mut w = line.split(' ');
     if w.next()? != TAG || w.next()? != "caps" {
         return None;
     }
-    Some(w.filter_map(Codec::parse).collect())
+    let mut caps = Caps::default();
+    for word in w {
+        match Codec::parse(word) {
+            Some(c) => caps.codecs.push(c),
+            None => caps.streams |= word == "stream",
+        }
+    }
+    Some(caps)
 }
 
 /// A regular file a sync-in target already holds, as the inbound program
@@ -317,10 +335,17 @@ SANDBOX-SYNC list 3\n\
     #[test]
     fn caps_lines_list_known_codecs() {
         assert_eq!(
-            parse_caps("SANDBOX-SYNC caps zstd lz4 gzip"),
+            parse_caps("SANDBOX-SYNC caps zstd lz4 gzip").map(|c| c.codecs),
             Some(vec![Codec::Zstd, Codec::Gzip])
         );
-        assert_eq!(parse_caps("SANDBOX-SYNC caps"), Some(vec![]));
+        assert_eq!(parse_caps("SANDBOX-SYNC caps"), Some(Caps::default()));
+        assert_eq!(
+            parse_caps("SANDBOX-SYNC caps gzip stream"),
+            Some(Caps {
+                codecs: vec![Codec::Gzip],
+                streams: true
+            })
+        );
         assert_eq!(parse_caps("SANDBOX-SYNC op 1"), None);
         let bad = format!("{:<511}\n", "SANDBOX-SYNC codec lz4");
         assert_eq!(parse_marker(bad.as_bytes()), None);

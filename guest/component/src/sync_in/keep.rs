@@ -1,0 +1,107 @@
+//! Incremental sync-in: which host files the targets already hold.
+//!
+//! A kept file leaves the archive and is named in a `k<k>` member instead,
+//! which the program copies from the old target into the staged tree.
+//!
+//! A target file is the source's when size, mode and mtime (seconds) match
+//! and it is not "racy" (as git calls it): it landed at least a whole second
+//! after its mtime, so a later write to the source, however soon, changed
+//! the mtime. When it landed is bounded by its ctime, in the sandbox's
+//! clock, less the most the sandbox's clock can be ahead of ours (its `now`
+//! against `sent_at`, our clock before it ran anything).
+//!
+//! Names with a newline or backslash are always sent (the program's file
+//! list is one name a line, and GNU tar unquotes backslashes). A sandbox
+//! that lies here can only make us skip a file whose bytes it already
+//! controls: the copy comes from its own target, and every name and the
+//! tree's shape still come from the plan.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use sandbox_sync_core::plan::{Planned, PlannedKind};
+use sandbox_sync_core::script::Listing;
+
+/// Decides, member by member, what the targets already hold.
+pub struct Keeper<'l> {
+    listing: &'l Listing,
+    /// The most the sandbox's clock can be ahead of ours; `None`: the
+    /// program listed nothing, so nothing is kept.
+    ahead: Option<i64>,
+    /// Per directory mapping, the kept files' names (`./<rel>` lines).
+    lists: BTreeMap<usize, Vec<u8>>,
+    /// (mapping, archive bytes) of each kept file, for the reported totals.
+    pub counted: Vec<(usize, u64)>,
+    prefix: String,
+}
+
+impl<'l> Keeper<'l> {
+    pub fn new(listing: &'l Listing, sent_at: i64) -> Self {
+        // A second for each clock's rounding.
+        let ahead = listing
+            .now
+            .filter(|_| !listing.dirs.is_empty())
+            .map(|now| now.saturating_sub(sent_at).saturating_add(2));
+        Keeper {
+            listing,
+            ahead,
+            lists: BTreeMap::new(),
+            counted: Vec::new(),
+            prefix: String::new(),
+        }
+    }
+
+    /// True when nothing can be kept.
+    pub fn is_idle(&self) -> bool {
+        self.ahead.is_none()
+    }
+
+    /// Whether the target already holds `p` (then it is recorded as kept).
+    pub fn keeps(&mut self, p: &Planned) -> bool {
+        let Some(ahead) = self.ahead else {
+            return false;
+        };
+        let PlannedKind::HostFile { grant, stamp, .. } = &p.kind else {
+            return false;
+        };
+        let Some(files) = self.listing.dirs.get(grant) else {
+            return false;
+        };
+        self.prefix.clear();
+        let _ = write!(self.prefix, "d{grant}/");
+        let Some(rel) = p.name.strip_prefix(self.prefix.as_str()) else {
+            return false;
+        };
+        let same = files.get(rel).is_some_and(|l| {
+            l.size == stamp.size
+                && l.mode == p.mode
+                && l.mtime == stamp.mtime_sec
+                && l.ctime.saturating_sub(ahead) > stamp.mtime_sec.saturating_add(1)
+        });
+        if !same || rel.contains(['\n', '\\']) {
+            return false;
+        }
+        let list = self.lists.entry(*grant).or_default();
+        list.extend_from_slice(b"./");
+        list.extend_from_slice(rel.as_bytes());
+        list.push(b'\n');
+        // What the results counted for it.
+        self.counted.push((*grant, p.member().archive_len()));
+        true
+    }
+
+    /// The `k<k>` members naming the files kept so far.
+    pub fn lists(&self) -> impl Iterator<Item = Planned> + '_ {
+        self.lists.iter().map(|(k, list)| Planned {
+            name: format!("k{k}").into(),
+            kind: PlannedKind::Inline(list.clone()),
+            mode: 0o600,
+            mtime: 0,
+        })
+    }
+
+    /// Archive bytes the kept files would have taken.
+    pub fn dropped_len(&self) -> u64 {
+        self.counted.iter().map(|c| c.1).sum()
+    }
+}
