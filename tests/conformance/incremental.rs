@@ -170,11 +170,6 @@ fn resync_onto_the_remote_dir_itself(u: Env) {
 /// keeps what the streamed part already holds, and a walk that fails
 /// midway changes nothing.
 fn a_tree_past_the_lookahead_lands_and_resyncs(u: Env) {
-    // The native component's path; the base64 fallback plans whole trees
-    // (and on Kubernetes left a scratch dir behind here: a follow-up).
-    if !single_exec() {
-        return;
-    }
     let sb = Sandbox::new(u);
     let src = sb.host.join("src");
     let old = SystemTime::now() - Duration::from_secs(3600);

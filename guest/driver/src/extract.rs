@@ -31,6 +31,30 @@ pub trait ArchiveInput: Source {
     /// # Errors
     /// Truncation or the output guard.
     fn skip(&mut self, len: u64) -> Result<(), CoreError>;
+    /// Creates file `path` in `grant` (`shown` in messages) with `mode` and
+    /// `mtime`, holding exactly the next `len` bytes.
+    ///
+    /// # Errors
+    /// Truncation, the output guard, or a host failure.
+    fn write_file(
+        &mut self,
+        grant: &GrantedDir,
+        path: &str,
+        shown: &str,
+        mode: u32,
+        mtime: i64,
+        len: u64,
+    ) -> Result<(), SyncError> {
+        let out = grant
+            .create_exclusive(path, mode)
+            .map_err(|err| fs("create", shown, err))?;
+        self.copy_to(&out, len)?;
+        io::flush(&out).map_err(|err| SyncError::Io(format!("failed to write {shown}: {err}")))?;
+        drop(out);
+        grant
+            .set_mtime(path, mtime, 0)
+            .map_err(|err| fs("set the time of", shown, err))
+    }
 }
 
 impl ArchiveInput for GuardedInput {
@@ -39,6 +63,17 @@ impl ArchiveInput for GuardedInput {
     }
     fn skip(&mut self, len: u64) -> Result<(), CoreError> {
         GuardedInput::skip(self, len)
+    }
+    fn write_file(
+        &mut self,
+        grant: &GrantedDir,
+        path: &str,
+        shown: &str,
+        mode: u32,
+        mtime: i64,
+        len: u64,
+    ) -> Result<(), SyncError> {
+        GuardedInput::write_file(self, grant, path, shown, mode, mtime, len)
     }
 }
 
@@ -270,18 +305,15 @@ pub fn extract<I: ArchiveInput>(
         }
         match &e.kind {
             TarKind::File => {
-                let out = grant
-                    .create_exclusive(&at(&e.path), e.mode & HOST_MASK)
-                    .map_err(|err| fs("create", &join(target, &e.path), err))?;
-                input.copy_to(&out, e.size)?;
-                io::flush(&out).map_err(|err| {
-                    SyncError::Io(format!("failed to write {}: {err}", join(target, &e.path)))
-                })?;
-                drop(out);
+                input.write_file(
+                    grant,
+                    &at(&e.path),
+                    &join(target, &e.path),
+                    e.mode & HOST_MASK,
+                    e.mtime,
+                    e.size,
+                )?;
                 input.skip(padding(e.size))?;
-                grant
-                    .set_mtime(&at(&e.path), e.mtime, 0)
-                    .map_err(|err| fs("set the time of", &join(target, &e.path), err))?;
             }
             TarKind::Dir => {
                 if !admitted.existed {

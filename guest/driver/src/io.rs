@@ -3,6 +3,8 @@
 use sandbox_sync_core::tar_read::Source;
 use sandbox_sync_core::Error as CoreError;
 
+use crate::bindings::sandbox_sync::provider::host_fs::GrantedDir;
+
 use crate::bindings::wasi::io::streams::{
     InputStream, OutputStream, StreamError as WasiStreamError,
 };
@@ -163,12 +165,7 @@ impl GuardedInput {
         len: u64,
     ) -> Result<(), crate::bindings::sandbox_sync::provider::types::SyncError> {
         use crate::bindings::sandbox_sync::provider::types::SyncError;
-        if self.total.saturating_add(len) > self.guard {
-            return Err(SyncError::from(CoreError::limit(format!(
-                "the sandbox emitted more than the {}-byte output guard allows",
-                self.guard
-            ))));
-        }
+        self.check_guard(len)?;
         let moved = splice(out, &self.stream, len).map_err(|e| match e {
             StreamError::Failed(m) => SyncError::Io(format!("failed to write a host file: {m}")),
             StreamError::Closed => SyncError::Io("a host file stream closed".into()),
@@ -177,6 +174,42 @@ impl GuardedInput {
         if moved < len {
             self.cut = true;
             return Err(SyncError::UnsafeArchive("archive is truncated".into()));
+        }
+        Ok(())
+    }
+
+    /// Creates `path` in `grant` with `mode` and `mtime` holding exactly
+    /// the next `len` bytes, in one host call (`write-file`); `shown` names
+    /// the file in errors.
+    pub fn write_file(
+        &mut self,
+        grant: &GrantedDir,
+        path: &str,
+        shown: &str,
+        mode: u32,
+        mtime: i64,
+        len: u64,
+    ) -> Result<(), crate::bindings::sandbox_sync::provider::types::SyncError> {
+        use crate::bindings::sandbox_sync::provider::types::SyncError;
+        self.check_guard(len)?;
+        let moved = grant
+            .write_file(path, mode, mtime, &self.stream, len)
+            .map_err(|e| crate::errors::fs("write", shown, e))?;
+        self.count(moved)?;
+        if moved < len {
+            self.cut = true;
+            return Err(SyncError::UnsafeArchive("archive is truncated".into()));
+        }
+        Ok(())
+    }
+
+    /// Fails when `len` more bytes would pass the output guard.
+    fn check_guard(&self, len: u64) -> Result<(), CoreError> {
+        if self.total.saturating_add(len) > self.guard {
+            return Err(CoreError::limit(format!(
+                "the sandbox emitted more than the {}-byte output guard allows",
+                self.guard
+            )));
         }
         Ok(())
     }

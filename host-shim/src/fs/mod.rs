@@ -305,6 +305,11 @@ impl GrantedDir {
 
     /// Creates a new file born with exactly `mode` (umask does not apply).
     pub fn create_exclusive(&self, path: &str, mode: u32) -> Result<FileOutputStream, FsError> {
+        self.create_file(path, mode).map(FileOutputStream::new)
+    }
+
+    /// Creates a new file with exactly `mode` (see [`GrantedDir::create_exclusive`]).
+    pub fn create_file(&self, path: &str, mode: u32) -> Result<std::fs::File, FsError> {
         let p = self.write_rel(path)?;
         let mut opts = OpenOptions::new();
         opts.write(true).create_new(true).mode(mode & 0o600);
@@ -316,7 +321,7 @@ impl GrantedDir {
         // Born at most 0600, widened before any byte is written: never a wider window.
         file.set_permissions(Permissions::from_mode(mode & 0o777))
             .map_err(|e| fs_error(path, &e))?;
-        Ok(FileOutputStream::new(file.into_std()))
+        Ok(file.into_std())
     }
 
     /// Creates a directory with exactly `mode`.

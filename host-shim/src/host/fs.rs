@@ -2,7 +2,7 @@
 //! delegate to [`GrantedDir`], `?`.
 
 use wasmtime::component::Resource;
-use wasmtime_wasi::p2::{DynInputStream, DynOutputStream};
+use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, Pollable, StreamError};
 
 use super::FsFailure;
 use crate::bindings::host_fs::{DirEntry, DirEntryStat, FsError, Host, HostGrantedDir, Metadata};
@@ -10,6 +10,9 @@ use crate::fs::GrantedDir;
 use crate::state::ShimState;
 
 type FsResult<T> = Result<T, FsFailure>;
+
+/// Most bytes taken from the sandbox's stream per read by `write-file`.
+const WRITE_CHUNK: usize = 1 << 20;
 
 impl Host for ShimState {
     fn convert_fs_error(&mut self, err: FsFailure) -> wasmtime::Result<FsError> {
@@ -70,6 +73,56 @@ impl HostGrantedDir for ShimState {
     ) -> FsResult<Resource<DynOutputStream>> {
         let s: DynOutputStream = Box::new(self.table.get(&this)?.create_exclusive(&path, mode)?);
         Ok(self.table.push(s)?)
+    }
+
+    async fn write_file(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+        mode: u32,
+        mtime_sec: i64,
+        src: Resource<DynInputStream>,
+        len: u64,
+    ) -> FsResult<u64> {
+        let mut file = self.table.get(&this)?.create_file(&path, mode)?;
+        let io = |e: std::io::Error| FsError::Io(format!("failed to write {path}: {e}"));
+        let mut moved = 0u64;
+        while moved < len {
+            let want = usize::try_from(len - moved)
+                .unwrap_or(usize::MAX)
+                .min(WRITE_CHUNK);
+            let stream = self.table.get_mut(&src)?;
+            match stream.read(want) {
+                Ok(bytes) if bytes.is_empty() => stream.ready().await,
+                Ok(bytes) => {
+                    std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
+                    moved += bytes.len() as u64;
+                }
+                Err(StreamError::Closed) => break,
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(FsError::Io(format!(
+                        "reading the sandbox's stream for {path}: {e:#}"
+                    ))
+                    .into())
+                }
+                Err(StreamError::Trap(e)) => return Err(FsFailure::Trap(e)),
+            }
+        }
+        if moved == len {
+            // On the descriptor just written: no second walk of the path.
+            let when = rustix::fs::Timestamps {
+                last_access: rustix::fs::Timespec {
+                    tv_sec: 0,
+                    tv_nsec: rustix::fs::UTIME_OMIT,
+                },
+                last_modification: rustix::fs::Timespec {
+                    tv_sec: mtime_sec.max(0),
+                    tv_nsec: 0,
+                },
+            };
+            rustix::fs::futimens(&file, &when).map_err(|e| io(e.into()))?;
+        }
+        Ok(moved)
     }
 
     async fn mkdir(&mut self, this: Resource<GrantedDir>, path: String, mode: u32) -> FsResult<()> {

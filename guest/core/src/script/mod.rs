@@ -294,12 +294,24 @@ pub fn fallback(
 /// A program that removes the scratch dir `stale` a killed program left
 /// behind (a SIGKILLed shell cannot run its trap). It uses its own scratch.
 ///
+/// The killed shell's children may still be writing into it (a transport
+/// that kills only the shell, or none at all, as Kubernetes when the client
+/// goes away, leaves its `tar` extracting what the pipe still holds), so it
+/// removes until the dir stays gone, for up to five seconds.
+///
 /// # Errors
 /// When a name is not a valid scratch name.
 pub fn cleanup(root: &str, stale: &str, scratch: &str) -> Result<String, Error> {
     check_scratch(stale)?;
     let mut s = preamble(root, 10_000, scratch)?;
-    let _ = writeln!(s, "rm -rf \"$_ss_root/{stale}\"");
+    let _ = writeln!(
+        s,
+        "_ss_n=0\n\
+while [ -e \"$_ss_root/{stale}\" ] && [ \"$_ss_n\" -lt 50 ]; do\n\
+  rm -rf \"$_ss_root/{stale}\" 2>/dev/null || sleep 0.1\n\
+  _ss_n=$((_ss_n + 1))\n\
+done"
+    );
     Ok(s)
 }
 
