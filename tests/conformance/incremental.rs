@@ -120,9 +120,21 @@ fn unchanged_resync_sends_almost_nothing(u: Env) {
     let sb = Sandbox::new(u);
     seed(&sb);
     sync(&sb, true);
+    let inode = |rel: &str| {
+        std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(sb.remote_on_host(rel)).unwrap())
+    };
+    let before = inode("ws/b/deep/x.bin");
     let again = sync(&sb, true);
     assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
     assert!(again.operations[0].bytes_transferred <= 8192, "{again:?}");
+    // With GNU tools a kept file is hard-linked into the new tree, not
+    // copied; BusyBox copies it.
+    assert_eq!(
+        inode("ws/b/deep/x.bin") == before,
+        u.userland == Userland::Gnu,
+        "kept by link: {:?}",
+        u.userland
+    );
 }
 
 /// A file rewritten within the second it was synced in, at the same size,

@@ -121,15 +121,19 @@ _ss_list() {
 # Files can be kept with GNU tar's -T or, elsewhere (BusyBox tar has no
 # -T), with cpio.
 _ss_keepable() { [ "$_ss_gnutar" = 1 ] || command -v cpio >/dev/null 2>&1; }
-# Copies the files member k$1 names (unchanged since the listing) from
-# target $2 into the staged tree d$1, before it is promoted, with their
-# modes and mtimes. A file that vanished meanwhile fails the sync.
+# Keeps the files member k$1 names (unchanged since the listing) from
+# target $2 in the staged tree d$1, before it is promoted, with their modes
+# and mtimes: hard-linked with GNU cp (no byte is copied; rsync's
+# --link-dest does the same), else, or when linking fails (another
+# filesystem, tools without -d or --parents), copied. A file that vanished
+# meanwhile fails the sync.
 _ss_keep() {
   [ -s "/proc/self/fd/9/k$1" ] || return 0
   _ss_check "$2"
   if [ "$_ss_gnutar" = 1 ]; then
-    { (cd -P "$_ss_r" && exec tar -c -f - -T "/proc/self/fd/9/k$1") || : >/proc/self/fd/9/kfail; } \
-      | tar -x -p -o -f - -C "/proc/self/fd/9/d$1"
+    (cd -P "$_ss_r" && exec xargs -d '\n' -r cp -l -P --parents -t "/proc/self/fd/9/d$1" -- <"/proc/self/fd/9/k$1") 2>/dev/null \
+      || { { (cd -P "$_ss_r" && exec tar -c -f - -T "/proc/self/fd/9/k$1") || : >/proc/self/fd/9/kfail; } \
+        | tar -x -p -o -f - -C "/proc/self/fd/9/d$1"; }
   else
     { (cd -P "$_ss_r" && exec cpio -o -H newc <"/proc/self/fd/9/k$1") 2>/dev/null || : >/proc/self/fd/9/kfail; } \
       | (cd "/proc/self/fd/9/d$1" && umask 0 && exec cpio -i -d -m 2>/dev/null)
