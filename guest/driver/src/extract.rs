@@ -11,7 +11,7 @@ use crate::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use crate::bindings::sandbox_sync::provider::types::{FileMapping, SyncError};
 use crate::bindings::wasi::io::streams::OutputStream;
 use crate::errors::fs;
-use crate::io::{self, GuardedInput};
+use crate::io::{self, GuardedInput, NewFile};
 
 /// Directory mode while a tree is being filled (final modes come last).
 const BUILD_DIR_MODE: u32 = 0o700;
@@ -31,29 +31,21 @@ pub trait ArchiveInput: Source {
     /// # Errors
     /// Truncation or the output guard.
     fn skip(&mut self, len: u64) -> Result<(), CoreError>;
-    /// Creates file `path` in `grant` (`shown` in messages) with `mode` and
-    /// `mtime`, holding exactly the next `len` bytes.
+    /// Creates `f` in `grant`, holding exactly the next `f.len` bytes.
     ///
     /// # Errors
     /// Truncation, the output guard, or a host failure.
-    fn write_file(
-        &mut self,
-        grant: &GrantedDir,
-        path: &str,
-        shown: &str,
-        mode: u32,
-        mtime: i64,
-        len: u64,
-    ) -> Result<(), SyncError> {
+    fn write_file(&mut self, grant: &GrantedDir, f: &NewFile<'_>) -> Result<(), SyncError> {
         let out = grant
-            .create_exclusive(path, mode)
-            .map_err(|err| fs("create", shown, err))?;
-        self.copy_to(&out, len)?;
-        io::flush(&out).map_err(|err| SyncError::Io(format!("failed to write {shown}: {err}")))?;
+            .create_exclusive(f.path, f.mode)
+            .map_err(|err| fs("create", f.shown, err))?;
+        self.copy_to(&out, f.len)?;
+        io::flush(&out)
+            .map_err(|err| SyncError::Io(format!("failed to write {}: {err}", f.shown)))?;
         drop(out);
         grant
-            .set_mtime(path, mtime, 0)
-            .map_err(|err| fs("set the time of", shown, err))
+            .set_mtime(f.path, f.mtime, 0)
+            .map_err(|err| fs("set the time of", f.shown, err))
     }
 }
 
@@ -64,16 +56,8 @@ impl ArchiveInput for GuardedInput {
     fn skip(&mut self, len: u64) -> Result<(), CoreError> {
         GuardedInput::skip(self, len)
     }
-    fn write_file(
-        &mut self,
-        grant: &GrantedDir,
-        path: &str,
-        shown: &str,
-        mode: u32,
-        mtime: i64,
-        len: u64,
-    ) -> Result<(), SyncError> {
-        GuardedInput::write_file(self, grant, path, shown, mode, mtime, len)
+    fn write_file(&mut self, grant: &GrantedDir, f: &NewFile<'_>) -> Result<(), SyncError> {
+        GuardedInput::write_file(self, grant, f)
     }
 }
 
@@ -307,11 +291,13 @@ pub fn extract<I: ArchiveInput>(
             TarKind::File => {
                 input.write_file(
                     grant,
-                    &at(&e.path),
-                    &join(target, &e.path),
-                    e.mode & HOST_MASK,
-                    e.mtime,
-                    e.size,
+                    &NewFile {
+                        path: &at(&e.path),
+                        shown: &join(target, &e.path),
+                        mode: e.mode & HOST_MASK,
+                        mtime: e.mtime,
+                        len: e.size,
+                    },
                 )?;
                 input.skip(padding(e.size))?;
             }

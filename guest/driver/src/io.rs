@@ -100,6 +100,20 @@ fn archive_err(e: WasiStreamError) -> CoreError {
     }
 }
 
+/// A file to create from the next bytes of an archive.
+pub struct NewFile<'a> {
+    /// Where, beneath the grant.
+    pub path: &'a str,
+    /// How errors name it (its target path).
+    pub shown: &'a str,
+    /// Its permission bits.
+    pub mode: u32,
+    /// Its modification time, seconds.
+    pub mtime: i64,
+    /// Its size: the bytes it takes from the archive.
+    pub len: u64,
+}
+
 /// The sandbox's stdout, read with a byte guard.
 ///
 /// Headers are read 512 bytes at a time and contents are spliced, so no
@@ -178,25 +192,20 @@ impl GuardedInput {
         Ok(())
     }
 
-    /// Creates `path` in `grant` with `mode` and `mtime` holding exactly
-    /// the next `len` bytes, in one host call (`write-file`); `shown` names
-    /// the file in errors.
+    /// Creates `f` in `grant` from the next `f.len` bytes, in one host call
+    /// (`write-file`).
     pub fn write_file(
         &mut self,
         grant: &GrantedDir,
-        path: &str,
-        shown: &str,
-        mode: u32,
-        mtime: i64,
-        len: u64,
+        f: &NewFile<'_>,
     ) -> Result<(), crate::bindings::sandbox_sync::provider::types::SyncError> {
         use crate::bindings::sandbox_sync::provider::types::SyncError;
-        self.check_guard(len)?;
+        self.check_guard(f.len)?;
         let moved = grant
-            .write_file(path, mode, mtime, &self.stream, len)
-            .map_err(|e| crate::errors::fs("write", shown, e))?;
+            .write_file(f.path, f.mode, f.mtime, &self.stream, f.len)
+            .map_err(|e| crate::errors::fs("write", f.shown, e))?;
         self.count(moved)?;
-        if moved < len {
+        if moved < f.len {
             self.cut = true;
             return Err(SyncError::UnsafeArchive("archive is truncated".into()));
         }
