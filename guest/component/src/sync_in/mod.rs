@@ -340,13 +340,31 @@ fn send(
     let sent_at = io::unix_now();
     io::write_all(stdin, plan.program.as_bytes()).map_err(Sent::Stream)?;
     io::flush(stdin).map_err(Sent::Stream)?;
+    let mut walker = Walker::new(std::mem::take(&mut plan.walks), sources);
+    let delivered = deliver(exec, stdin, stdout, plan, &mut walker, early, sent_at);
+    // Whatever happened: the results count what was walked.
+    walker.count_into(&mut plan.results);
+    delivered
+}
+
+/// [`send`] past the program: walk (all of it, or the lookahead), read the
+/// report, answer, send the archive (walking the rest when streaming).
+fn deliver(
+    exec: &Execution,
+    stdin: &OutputStream,
+    stdout: &InputStream,
+    plan: &mut Plan<'_>,
+    walker: &mut Walker<'_>,
+    early: &mut Vec<u8>,
+    sent_at: i64,
+) -> Result<Delivery, Sent> {
     let Some(commit) = plan.commit.clone() else {
         return Ok(Delivery {
             codec: None,
             kept: Vec::new(),
         });
     };
-    let mut walker = Walker::new(std::mem::take(&mut plan.walks), sources);
+    let sources = walker.sources;
     let refuse = |e: SyncError| {
         // Any answer but a codec stops the program, changing nothing.
         let _ = io::write_all(stdin, b"refused 0\n").and_then(|()| io::flush(stdin));
@@ -422,7 +440,6 @@ fn send(
         exec.finish_compressed_stdin().map_err(fatal)?;
         io::flush(stdin).map_err(Sent::Stream)?;
     }
-    walker.count_into(&mut plan.results);
     Ok(Delivery {
         codec: chosen,
         kept: keeper.counted,
