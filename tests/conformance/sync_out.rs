@@ -190,7 +190,38 @@ fn streams_large_payload_back(u: Env) {
     assert!(std::fs::read(&target).unwrap() == data);
 }
 
+/// Files come back with the sandbox's mtimes (whole seconds, as tar keeps
+/// them), in a directory mapping and a file mapping alike.
+fn mtimes_come_back(u: Env) {
+    let sb = Sandbox::new(u);
+    let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    for rel in ["tree/a.txt", "tree/sub/b.bin", "single.txt"] {
+        let p = sb.write_remote(rel, rel.as_bytes());
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+    let out_dir = sb.host.join("back/tree");
+    let out_file = sb.host.join("back/single.txt");
+    sb.sync_out(&[op(
+        "o",
+        vec![
+            dir_out(sb.remote("tree"), &out_dir),
+            file_out(sb.remote("single.txt"), &out_file),
+        ],
+    )])
+    .expect("sync-out");
+    for p in [out_dir.join("a.txt"), out_dir.join("sub/b.bin"), out_file] {
+        let got = std::fs::metadata(&p).unwrap().modified().unwrap();
+        assert_eq!(got, when, "{}", p.display());
+    }
+}
+
 sandbox_sync_tests::for_each_userland!(
+    mtimes_come_back,
     files_back_in_one_exec,
     file_back_replaces_target_and_symlink,
     directory_round_trip_preserves_links,

@@ -8,9 +8,9 @@ _ss_ofile() {
   rm -f /proc/self/fd/9/f
   # A hard link to the pinned file names it for tar without copying it; a
   # copy where linking is refused (another filesystem, protected_hardlinks,
-  # a BusyBox ln without -L).
+  # a BusyBox ln without -L), with its mode and mtime.
   ln -L /proc/self/fd/7 /proc/self/fd/9/f 2>/dev/null \
-    || cp /proc/self/fd/7 /proc/self/fd/9/f || _ss_die "$_ss_E_EXTRACT" "snapshot copy of $1 failed"
+    || cp -p /proc/self/fd/7 /proc/self/fd/9/f || _ss_die "$_ss_E_EXTRACT" "snapshot copy of $1 failed"
   exec 7<&-
   (cd -P /proc/self/fd/9 && exec tar -c -f - f) || _ss_die "$_ss_E_EXTRACT" "archiving $1 failed"
 }
