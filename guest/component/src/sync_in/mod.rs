@@ -11,9 +11,7 @@ mod keep;
 mod report;
 
 use sandbox_sync_core::outcome::{self, Operation};
-use sandbox_sync_core::plan::{
-    file_source, mtime, DirWalk, HostDir, Kind, Planned, PlannedKind, Stamp,
-};
+use sandbox_sync_core::plan::{file_source, mtime, DirWalk, Planned, PlannedKind, Stamp};
 use sandbox_sync_core::plan_log::PlanLog;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, Codec, InboundScript};
@@ -26,7 +24,7 @@ use sandbox_sync_driver::scratch::cleanup_if_killed;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{Compression, Execution};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
-    FileMapping, MappingKind, OperationResult, SyncError, SyncRequest,
+    MappingKind, OperationResult, SyncError, SyncRequest,
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, OutputStream};
 use sandbox_sync_driver::io::{self, StreamError};
@@ -62,7 +60,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     // A failure to feed stdin usually means the program stopped early; its
     // exit status explains why, so keep it and decide after `finish`.
     let mut early = Vec::new();
-    match send(&exec, &stdin, &stdout, &mut plan, sources, &mut early) {
+    match send(&exec, &stdin, &stdout, &mut plan, &mut early) {
         sent @ (Ok(_) | Err(Sent::Stream(_))) => {
             let mut results = std::mem::take(&mut plan.results);
             if let Ok(s) = &sent {
@@ -149,21 +147,16 @@ struct Plan<'a> {
     members: PlanLog,
     /// The commit token's member, the archive's last (none: no archive).
     commit: Option<Planned>,
-    /// Directory mappings still to walk.
-    walks: Vec<Walk<'a>>,
+    /// The host's grants, one per mapping.
+    sources: &'a [&'a GrantedDir],
+    /// Directory mappings still to walk, each with its operation.
+    walks: Vec<(usize, DirWalk<'a, GrantedDir>)>,
     /// What the call reports on success.
     results: Vec<OperationResult>,
     /// Codecs the program offers, most wanted first; empty: no compression.
     offer: &'static [Codec],
     /// The operation of each mapping.
     mapping_op: Vec<usize>,
-}
-
-/// A directory mapping to walk: mapping `k` of operation `op`.
-struct Walk<'a> {
-    k: usize,
-    op: usize,
-    mapping: &'a FileMapping,
 }
 
 impl Plan<'_> {
@@ -176,9 +169,10 @@ impl Plan<'_> {
 }
 
 /// Validates every path and builds the program before the exec starts.
-/// Directory sources are checked here (they exist, are directories, their
-/// excludes parse) but walked only once the program runs ([`Walker`]).
-fn prepare<'a>(req: &'a SyncRequest, sources: &[&GrantedDir]) -> Result<Plan<'a>, SyncError> {
+/// Directory sources are checked here ([`DirWalk::new`]: they exist, are
+/// directories, their excludes parse) but walked only once the program
+/// runs ([`Walker`]).
+fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Plan<'a>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir)?;
     check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
@@ -223,8 +217,15 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &[&GrantedDir]) -> Result<Plan<'a>
                     });
                 }
                 MappingKind::Directory => {
-                    check_dir_source(grant, &m.source_path, &m.exclude)?;
                     let name = format!("d{k}");
+                    let walk = DirWalk::new(
+                        grant,
+                        k,
+                        &name,
+                        &m.source_path,
+                        &m.exclude,
+                        m.follow_symlinks,
+                    )?;
                     if target == root {
                         script.put_root(&name, m.mode)?;
                     } else {
@@ -233,11 +234,7 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &[&GrantedDir]) -> Result<Plan<'a>
                     if incremental {
                         script.reuse_dir(k, &target)?;
                     }
-                    walks.push(Walk {
-                        k,
-                        op: i,
-                        mapping: m,
-                    });
+                    walks.push((i, walk));
                 }
             }
             k += 1;
@@ -283,24 +280,12 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &[&GrantedDir]) -> Result<Plan<'a>
         program,
         members,
         commit,
+        sources,
         walks,
         results,
         offer,
         mapping_op,
     })
-}
-
-/// The cheap checks of a directory source, before the exec: it exists, it
-/// is a directory, and its exclude patterns parse.
-fn check_dir_source(grant: &GrantedDir, source: &str, exclude: &[String]) -> Result<(), SyncError> {
-    sandbox_sync_core::exclude::Excluder::new(exclude)?;
-    let top = HostDir::stat_follow(grant, "").map_err(|e| e.source(source))?;
-    if top.kind != Kind::Directory {
-        return Err(SyncError::InvalidRequest(format!(
-            "directory mapping source {source} is not a directory"
-        )));
-    }
-    Ok(())
 }
 
 enum Sent {
@@ -333,14 +318,13 @@ fn send(
     stdin: &OutputStream,
     stdout: &InputStream,
     plan: &mut Plan<'_>,
-    sources: &[&GrantedDir],
     early: &mut Vec<u8>,
 ) -> Result<Delivery, Sent> {
     // No earlier than the sandbox ran anything: bounds its clock's skew.
     let sent_at = io::unix_now();
     io::write_all(stdin, plan.program.as_bytes()).map_err(Sent::Stream)?;
     io::flush(stdin).map_err(Sent::Stream)?;
-    let mut walker = Walker::new(std::mem::take(&mut plan.walks), sources);
+    let mut walker = Walker::new(std::mem::take(&mut plan.walks));
     let delivered = deliver(exec, stdin, stdout, plan, &mut walker, early, sent_at);
     // Whatever happened: the results count what was walked.
     walker.count_into(&mut plan.results);
@@ -364,7 +348,7 @@ fn deliver(
             kept: Vec::new(),
         });
     };
-    let sources = walker.sources;
+    let sources = plan.sources;
     let refuse = |e: SyncError| {
         // Any answer but a codec stops the program, changing nothing.
         let _ = io::write_all(stdin, b"refused 0\n").and_then(|()| io::flush(stdin));
@@ -449,19 +433,17 @@ fn deliver(
 /// The directory mappings' members, walked one at a time, and what each
 /// operation's results count for them.
 struct Walker<'a> {
-    walks: std::vec::IntoIter<Walk<'a>>,
+    walks: std::vec::IntoIter<(usize, DirWalk<'a, GrantedDir>)>,
     current: Option<(usize, DirWalk<'a, GrantedDir>)>,
-    sources: &'a [&'a GrantedDir],
     /// Per operation: (files, archive bytes) walked.
     counted: Vec<(usize, u64, u64)>,
 }
 
 impl<'a> Walker<'a> {
-    fn new(walks: Vec<Walk<'a>>, sources: &'a [&'a GrantedDir]) -> Self {
+    fn new(walks: Vec<(usize, DirWalk<'a, GrantedDir>)>) -> Self {
         Walker {
             walks: walks.into_iter(),
             current: None,
-            sources,
             counted: Vec::new(),
         }
     }
@@ -494,43 +476,30 @@ impl Iterator for Walker<'_> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some((op, walk)) = &mut self.current {
-                match walk.next() {
-                    Some(Ok(p)) => {
-                        let file = u64::from(!matches!(p.kind, PlannedKind::Dir));
-                        let bytes = p.member().archive_len();
-                        match self.counted.last_mut() {
-                            Some(c) if c.0 == *op => {
-                                c.1 += file;
-                                c.2 += bytes;
-                            }
-                            _ => self.counted.push((*op, file, bytes)),
+            let (op, walk) = match &mut self.current {
+                Some(current) => current,
+                None => self.current.insert(self.walks.next()?),
+            };
+            match walk.next() {
+                Some(Ok(p)) => {
+                    let file = u64::from(!matches!(p.kind, PlannedKind::Dir));
+                    let bytes = p.member().archive_len();
+                    match self.counted.last_mut() {
+                        Some(c) if c.0 == *op => {
+                            c.1 += file;
+                            c.2 += bytes;
                         }
-                        return Some(Ok(p));
+                        _ => self.counted.push((*op, file, bytes)),
                     }
-                    Some(Err(e)) => {
-                        self.walks = Vec::new().into_iter();
-                        self.current = None;
-                        return Some(Err(e.into()));
-                    }
-                    None => self.current = None,
+                    return Some(Ok(p));
                 }
-            }
-            let w = self.walks.next()?;
-            let m = w.mapping;
-            match DirWalk::new(
-                self.sources[w.k],
-                w.k,
-                &format!("d{}", w.k),
-                &m.source_path,
-                &m.exclude,
-                m.follow_symlinks,
-            ) {
-                Ok(walk) => self.current = Some((w.op, walk)),
-                Err(e) => {
+                Some(Err(e)) => {
+                    // Nothing is walked after a failure.
                     self.walks = Vec::new().into_iter();
+                    self.current = None;
                     return Some(Err(e.into()));
                 }
+                None => self.current = None,
             }
         }
     }
