@@ -76,8 +76,9 @@ struct SyncArgs {
     /// compressible, except on the local backend.
     #[arg(long, value_enum, default_value_t = Compress::Auto)]
     compress: Compress,
-    /// Sync-in: keep target files whose size, mtime (to the nanosecond)
-    /// and mode match the source instead of sending them again.
+    /// Keep target files whose size, mtime (seconds) and mode match the
+    /// source instead of sending them again, both ways (sync-out needs GNU
+    /// tar in the sandbox).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     incremental: bool,
 }

@@ -12,16 +12,17 @@ use sandbox_sync_tests::hostile::{self, corpus};
 use sandbox_sync_tests::*;
 
 /// A sandbox root with the host's GNU userland bound in and a `tar` in its
-/// own `/usr/local/bin` (first on PATH) that writes `./.evil.tar` whatever
-/// it is asked. (BusyBox's shell runs its own applets without a PATH
-/// lookup, so a BusyBox root's `tar` cannot be swapped this way.)
+/// own `/usr/local/bin` (first on PATH) that passes for GNU tar and writes
+/// `./.evil.tar` whatever it is asked. (BusyBox's shell runs its own
+/// applets without a PATH lookup, so a BusyBox root's `tar` cannot be
+/// swapped this way.)
 fn hostile_root() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| {
         let root = std::env::temp_dir().join(format!("sandbox-sync-hostile-{}", std::process::id()));
         std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::write(root.join("usr/local/bin/tar"), "#!/bin/sh\n# whatever it is asked, this tar writes the crafted archive\nexec cat ./.evil.tar\n").unwrap();
+        std::fs::write(root.join("usr/local/bin/tar"), "#!/bin/sh\n# It passes for GNU tar (the program then trusts it most: excludes,\n# keep lists), and whatever it is asked, it writes the crafted archive.\ncase $1 in --version) echo 'tar (GNU tar) 1.35'; exit 0 ;; esac\nexec cat ./.evil.tar\n").unwrap();
         std::fs::set_permissions(root.join("usr/local/bin/tar"), std::fs::Permissions::from_mode(0o755)).unwrap();
         root
     })
@@ -195,6 +196,43 @@ fn a_benign_archive_through_the_same_harness_lands() {
         std::fs::read_link(target.join("l")).unwrap().to_str(),
         Some("d/ok")
     );
+}
+
+/// Incremental sync-out: a sandbox whose `tar` ignores the keep list and
+/// sends a file the host kept anyway is refused (the file would land
+/// twice), and the target is left as it was.
+#[test]
+fn a_kept_file_sent_anyway_is_refused() {
+    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
+    let archive = hostile::end(hostile::file(b"ok", b"sandbox bytes"));
+    let c = case(9998, &archive);
+    let listed = c.base.join("workspace/src/ok");
+    std::fs::write(&listed, b"fine").unwrap();
+    let target = c.host.join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("ok"), b"fine").unwrap();
+    for p in [&listed, &target.join("ok")] {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(p)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
+    opts.incremental = true;
+    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
+    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
+    let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
+    assert!(err.error.to_string().contains("ok"), "{}", err.error);
+    assert_eq!(
+        audit(&c.host),
+        ["outside", "outside/victim", "target", "target/ok"]
+    );
+    assert_eq!(std::fs::read(target.join("ok")).unwrap(), b"fine");
+    let _ = std::fs::remove_dir_all(&c.base);
 }
 
 /// Issue 11.9: deep member paths imply one directory per component; the

@@ -15,6 +15,7 @@ mod failures; // bad input, faults and fail-loud behaviour
 mod faults; // cut streams, killed sandbox programs, a full host disk
 mod hostile; // every attack class from security-anchors.md from a compromised tar
 mod incremental; // re-syncs keep what the target holds and land what a full sync lands
+mod incremental_out; // sync-out re-syncs leave out what the host target holds
 mod jail; // nothing in a local sandbox root, uid 0 included, reaches the host
 mod kube_faults; // faults injected by the Kubernetes exec protocol server
 mod races; // a racer swaps directories for escaping symlinks during syncs

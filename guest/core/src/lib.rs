@@ -38,7 +38,7 @@ pub mod tree;
 pub use error::{CommandFailure, Error, ErrorKind};
 
 /// Version of the WIT package (`wit/provider.wit`) this code speaks.
-pub const WIT_VERSION: &str = "0.2.2";
+pub const WIT_VERSION: &str = "0.2.3";
 
 /// Prefix of every scratch name; the orchestrator's wipe step preserves it.
 pub const SCRATCH_PREFIX: &str = ".paperclip-upload";

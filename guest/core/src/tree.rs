@@ -222,6 +222,16 @@ impl TreePolicy {
             .count()
     }
 
+    /// True when `path` (relative; `""` is the root) is a directory of the
+    /// tree.
+    pub fn is_dir(&self, path: &str) -> bool {
+        if path.is_empty() {
+            return true;
+        }
+        self.lookup(path)
+            .is_some_and(|id| matches!(self.nodes[id as usize].kind, Kind::Dir { .. }))
+    }
+
     /// The relative path of `node`.
     pub fn path(&self, node: NodeId) -> String {
         let mut names = Vec::new();

@@ -16,7 +16,22 @@ use crate::io::{self, GuardedInput, NewFile};
 /// Directory mode while a tree is being filled (final modes come last).
 const BUILD_DIR_MODE: u32 = 0o700;
 /// Bits never granted to sandbox-authored files on the host (group/other write).
-const HOST_MASK: u32 = 0o755;
+pub const HOST_MASK: u32 = 0o755;
+
+/// A regular file an incremental sync-out keeps from the target instead of
+/// receiving it again: its path relative to the target, and the host
+/// metadata it matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kept {
+    /// Relative path, `/`-separated, as the host walk found it.
+    pub path: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Permission bits.
+    pub mode: u32,
+    /// Modification time, seconds.
+    pub mtime: i64,
+}
 
 /// Where archive bytes come from: a byte source that can also move content
 /// straight into a host file.
@@ -143,7 +158,7 @@ pub fn receive_dir<I: ArchiveInput>(
     m: &FileMapping,
     limits: Limits,
 ) -> Result<(u64, Option<u64>), SyncError> {
-    let (files, bytes, pending) = stage_dir(input, grant, m, limits)?;
+    let (files, bytes, pending) = stage_dir(input, grant, m, limits, &[])?;
     pending.commit()?;
     Ok((files, bytes))
 }
@@ -208,10 +223,12 @@ pub fn stage_file<'a, I: ArchiveInput>(
     Ok((1, Some(entry.size), pending))
 }
 
-/// A directory mapping: extract into a fresh staging dir inside the target
-/// and give it the mapping's mode; committing has the host swap it in for
-/// the target all at once (destroy-then-replace, all or nothing). On any
-/// failure the target is untouched and the staging dir removed.
+/// A directory mapping: extract into a fresh staging dir inside the target,
+/// add the `kept` files from the target (see [`extract`]) and give it the
+/// mapping's mode; committing has the host swap it in for the target all
+/// at once (destroy-then-replace, all or nothing). On any failure the
+/// target is untouched and the staging dir removed. The files counted are
+/// those the archive brought.
 ///
 /// # Errors
 /// The archive's policy, the guards, or a host write failure.
@@ -220,28 +237,37 @@ pub fn stage_dir<'a, I: ArchiveInput>(
     grant: &'a GrantedDir,
     m: &FileMapping,
     limits: Limits,
+    kept: &[Kept],
 ) -> Result<(u64, Option<u64>, Pending<'a>), SyncError> {
     let excluder = Excluder::new(&m.exclude)?;
     let staging = crate::scratch::fresh();
     grant
         .mkdir(&staging, BUILD_DIR_MODE)
         .map_err(|e| fs("create staging in", &m.target_path, e))?;
-    let result =
-        extract(input, grant, &staging, &excluder, limits, &m.target_path).and_then(|files| {
-            // The target keeps its mode unless the mapping names one; either
-            // way it is on the staged tree before the tree is visible.
-            let mode = match m.mode {
-                Some(mode) => mode,
-                None => grant
-                    .stat("")
-                    .map(|meta| meta.mode & 0o777)
-                    .map_err(|e| fs("stat", &m.target_path, e))?,
-            };
-            grant
-                .set_mode(&staging, mode)
-                .map_err(|e| fs("chmod", &m.target_path, e))?;
-            Ok(files)
-        });
+    let result = extract(
+        input,
+        grant,
+        &staging,
+        &excluder,
+        limits,
+        &m.target_path,
+        kept,
+    )
+    .and_then(|files| {
+        // The target keeps its mode unless the mapping names one; either
+        // way it is on the staged tree before the tree is visible.
+        let mode = match m.mode {
+            Some(mode) => mode,
+            None => grant
+                .stat("")
+                .map(|meta| meta.mode & 0o777)
+                .map_err(|e| fs("stat", &m.target_path, e))?,
+        };
+        grant
+            .set_mode(&staging, mode)
+            .map_err(|e| fs("chmod", &m.target_path, e))?;
+        Ok(files)
+    });
     match result {
         Ok(files) => Ok((
             files,
@@ -261,7 +287,15 @@ pub fn stage_dir<'a, I: ArchiveInput>(
 
 /// Extracts one archive into `staging` (a fresh, empty directory inside the
 /// grant). Directories are built `0700` and get their modes last, symlinks
-/// are created only once the whole tree passed policy.
+/// are created only once the whole tree passed policy. Returns the files
+/// the archive brought.
+///
+/// Each of `kept` (files of the old target, beside `staging` in the grant)
+/// then joins the tree, hard-linked (copied where the host cannot link),
+/// where the archive brought its directory: the archive, not the listing
+/// the sandbox gave before it, decides the tree's shape, and a kept file
+/// passes the same policy as a member (a duplicate is refused).
+#[allow(clippy::too_many_arguments)]
 pub fn extract<I: ArchiveInput>(
     input: &mut I,
     grant: &GrantedDir,
@@ -269,6 +303,7 @@ pub fn extract<I: ArchiveInput>(
     excluder: &Excluder,
     limits: Limits,
     target: &str,
+    kept: &[Kept],
 ) -> Result<u64, SyncError> {
     let mut parser = Parser::new(limits);
     let mut tree = TreePolicy::new(limits.max_entries);
@@ -317,6 +352,21 @@ pub fn extract<I: ArchiveInput>(
             }
         }
     }
+    let brought = tree.non_directories() as u64;
+    for k in kept {
+        let (parent, _) = k.path.rsplit_once('/').unwrap_or(("", &k.path));
+        if !tree.is_dir(parent) {
+            continue;
+        }
+        tree.admit(&Entry {
+            path: k.path.clone(),
+            kind: TarKind::File,
+            size: k.size,
+            mode: k.mode,
+            mtime: k.mtime,
+        })?;
+        keep(grant, k, &at(&k.path), &join(target, &k.path))?;
+    }
     for (node, t) in tree.symlinks() {
         let path = tree.path(node);
         grant
@@ -329,7 +379,27 @@ pub fn extract<I: ArchiveInput>(
             .set_mode(&at(&path), (mode & HOST_MASK) | BUILD_DIR_MODE)
             .map_err(|err| fs("chmod", &join(target, &path), err))?;
     }
-    Ok(tree.non_directories() as u64)
+    Ok(brought)
+}
+
+/// Puts kept file `k` of the old target at `to` in the staged tree: a hard
+/// link (no byte moves), else a copy with its mode and mtime.
+fn keep(grant: &GrantedDir, k: &Kept, to: &str, shown: &str) -> Result<(), SyncError> {
+    if grant.hard_link(&k.path, to).is_ok() {
+        return Ok(());
+    }
+    let src = grant
+        .open_read(&k.path)
+        .map_err(|err| fs("read the kept", shown, err))?;
+    let moved = grant
+        .write_file(to, k.mode, k.mtime, &src, k.size)
+        .map_err(|err| fs("copy the kept", shown, err))?;
+    if moved != k.size {
+        return Err(SyncError::Io(format!(
+            "the kept file {shown} changed on the host while it was copied"
+        )));
+    }
+    Ok(())
 }
 
 fn join(base: &str, rel: &str) -> String {

@@ -35,7 +35,9 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use sandbox_sync_core::sandbox_path::is_clean_relative;
 use sandbox_sync_core::SCRATCH_PREFIX;
 
-use crate::bindings::host_fs::{DirEntry, DirEntryStat, EntryKind, FsError, Metadata};
+use crate::bindings::host_fs::{
+    DirEntry, DirEntryStat, DirEntryTimes, EntryKind, FsError, Metadata,
+};
 mod replace;
 pub(crate) mod streams;
 
@@ -238,6 +240,18 @@ impl GrantedDir {
     /// Directory entries with their `lstat` metadata, sorted by name. The
     /// directory is opened once and each entry is stat'ed relative to it.
     pub fn read_dir_stat(&self, path: &str) -> Result<Vec<DirEntryStat>, FsError> {
+        Ok(self
+            .read_dir_times(path)?
+            .into_iter()
+            .map(|e| DirEntryStat {
+                name: e.name,
+                metadata: e.metadata,
+            })
+            .collect())
+    }
+
+    /// [`Self::read_dir_stat`] with each entry's ctime.
+    pub fn read_dir_times(&self, path: &str) -> Result<Vec<DirEntryTimes>, FsError> {
         let p = self.rel(path)?;
         let dir = if p == Path::new(".") {
             self.dir.try_clone()
@@ -254,7 +268,8 @@ impl GrantedDir {
             let name = self.entry_name(p, entry.file_name())?;
             let meta = entry.metadata().map_err(|e| fs_error(&name, &e))?;
             let link_target = link_target(&dir, Path::new(&name), &meta, &name)?;
-            out.push(DirEntryStat {
+            out.push(DirEntryTimes {
+                ctime_sec: meta.ctime(),
                 metadata: to_metadata(&meta, link_target),
                 name,
             });

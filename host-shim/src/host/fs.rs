@@ -5,7 +5,9 @@ use wasmtime::component::Resource;
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, Pollable, StreamError};
 
 use super::FsFailure;
-use crate::bindings::host_fs::{DirEntry, DirEntryStat, FsError, Host, HostGrantedDir, Metadata};
+use crate::bindings::host_fs::{
+    DirEntry, DirEntryStat, DirEntryTimes, FsError, Host, HostGrantedDir, Metadata,
+};
 use crate::fs::GrantedDir;
 use crate::state::ShimState;
 
@@ -54,6 +56,14 @@ impl HostGrantedDir for ShimState {
         path: String,
     ) -> FsResult<Vec<DirEntryStat>> {
         Ok(self.table.get(&this)?.read_dir_stat(&path)?)
+    }
+
+    async fn read_dir_times(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+    ) -> FsResult<Vec<DirEntryTimes>> {
+        Ok(self.table.get(&this)?.read_dir_times(&path)?)
     }
 
     async fn open_read(

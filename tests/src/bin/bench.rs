@@ -305,7 +305,7 @@ fn workload(
 }
 
 /// The order workloads are run and reported in.
-const ORDER: [&str; 13] = [
+const ORDER: [&str; 16] = [
     "W1",
     "W2",
     "W3",
@@ -319,6 +319,9 @@ const ORDER: [&str; 13] = [
     "SRC-same",
     "SRC-1pct",
     "SRC-del10",
+    "SRC-out",
+    "SRC-out-same",
+    "SRC-out-1pct",
 ];
 
 /// The rows' workloads: `local` for the local backend (and the unthrottled
@@ -493,6 +496,24 @@ fn generate(a: &Args) -> Result<Workloads> {
         },
         changed("SRC-1pct", "1% of its files edited", Resync::Edit1Pct),
         changed("SRC-del10", "10% of its files deleted", Resync::Delete10Pct),
+        Workload {
+            id: "SRC-out",
+            title: "sync-out: SRC".into(),
+            out: true,
+            ..src_tree.clone()
+        },
+        Workload {
+            id: "SRC-out-same",
+            title: "sync-out SRC again into a target that holds it".into(),
+            out: true,
+            resync: Some(Resync::Same),
+            ..src_tree.clone()
+        },
+        Workload {
+            title: "sync-out SRC again, 1% of its files edited".into(),
+            out: true,
+            ..changed("SRC-out-1pct", "", Resync::Edit1Pct)
+        },
         src_tree,
     ];
     let mut local = file_workloads(big, &w1, &w2);
@@ -671,7 +692,8 @@ fn run_component(
     let (remote, target) = if w.out {
         let host = a.work.join("host-out");
         prepare(&host, wipe)?;
-        (a.work.join("src"), host.join("target"))
+        // The work dir holds every source, the changed copies included.
+        (a.work.clone(), host.join("target"))
     } else {
         let remote = a.work.join("remote");
         prepare(&remote, wipe)?;

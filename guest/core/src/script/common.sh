@@ -89,3 +89,9 @@ _ss_caps() {
   done
   return 0
 }
+# Lists the regular files under directory $1 as "size mtime ctime mode
+# ./path" lines (`stat -c` works on GNU and BusyBox, `find -printf` does
+# not). Names with a newline are left out: such files are always sent.
+_ss_files() {
+  (cd -P "$1" && find . -type f ! -name "*$_ss_nl*" -exec stat -c '%s %Y %Z %a %n' {} +) 2>/dev/null
+}

@@ -114,7 +114,7 @@ _ss_cmd() {
 _ss_list() {
   printf '%s list %s\n' "$_ss_TAG" "$1"
   if _ss_keepable && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
-    (cd -P "$_ss_r" && find . -type f ! -name "*$_ss_nl*" -exec stat -c '%s %Y %Z %a %n' {} +) 2>/dev/null
+    _ss_files "$_ss_r"
   fi
   printf '%s listed %s\n' "$_ss_TAG" "$1"
 }

@@ -27,8 +27,8 @@ pub mod exit;
 mod protocol;
 
 pub use protocol::{
-    choice_name, parse_caps, parse_marker, parse_status, Caps, Codec, Listed, Listing,
-    ListingParser, Marker, Status, TAG,
+    choice_name, parse_caps, parse_listing, parse_marker, parse_status, Caps, Codec, Listed,
+    Listing, ListingParser, Marker, Status, TAG,
 };
 
 /// The constant `sh -c` program every exec starts with.
@@ -577,6 +577,9 @@ pub struct OutboundScript {
     body: String,
     /// Chooses and starts the transport codec, when one is offered.
     codec: Option<String>,
+    /// Incremental: lists sources, then reads the host's keep lists.
+    listing: String,
+    answer: String,
 }
 
 impl OutboundScript {
@@ -590,7 +593,26 @@ impl OutboundScript {
             scratch: scratch.to_owned(),
             body: String::new(),
             codec: None,
+            listing: String::new(),
+            answer: String::new(),
         }
+    }
+
+    /// Lets directory mapping `k` (the index among all mappings, with
+    /// source `source`) leave out files the host target already holds:
+    /// before anything else (and before the codec's marker, so the host
+    /// reads it while the program waits) the program frames the source's
+    /// regular files as a [`Marker::Listing`]; once every listing is out it
+    /// reads the host's answer for each, in order: a line with a length,
+    /// then that many bytes of relative names, one a line, which its
+    /// archive then leaves out (see [`Self::dir`]).
+    ///
+    /// # Errors
+    /// When the source cannot be quoted (NUL).
+    pub fn list_dir(&mut self, k: usize, source: &str) -> Result<(), Error> {
+        let _ = writeln!(self.listing, "_ss_olist {k} {}", sh_quote(source)?);
+        let _ = writeln!(self.answer, "_ss_okeep {k}");
+        Ok(())
     }
 
     /// Compresses the output with the first of `prefer` the sandbox can
@@ -638,7 +660,9 @@ impl OutboundScript {
         Ok(())
     }
 
-    /// Streams the directory `source` (entered through a pinned fd).
+    /// Streams the directory `source` (entered through a pinned fd),
+    /// leaving out what the host's answer for `listed` names (the index
+    /// [`Self::list_dir`] was given).
     ///
     /// # Errors
     /// When a path or pattern cannot be quoted (NUL).
@@ -649,9 +673,14 @@ impl OutboundScript {
         source: &str,
         follow: bool,
         exclude: &[String],
+        listed: Option<usize>,
     ) -> Result<(), Error> {
         self.mark(&Marker::Mapping { op, map });
-        let line = format!("_ss_odir {}", dir_args(source, follow, exclude)?);
+        let keep = listed.map(|k| k.to_string()).unwrap_or_default();
+        let line = format!(
+            "_ss_kf={keep}; _ss_odir {}",
+            dir_args(source, follow, exclude)?
+        );
         let _ = writeln!(self.body, "{line}");
         Ok(())
     }
@@ -669,6 +698,15 @@ impl OutboundScript {
         self.mark(&Marker::End);
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(OUTBOUND);
+        if !self.listing.is_empty() {
+            s.push_str(
+                "_ss_ikeep=0
+[ \"$_ss_gnutar\" = 0 ] || case $(head --version 2>/dev/null) in *GNU*) _ss_ikeep=1 ;; esac
+",
+            );
+            s.push_str(&self.listing);
+            s.push_str(&self.answer);
+        }
         if let Some(codec) = &self.codec {
             s.push_str(codec);
         }

@@ -1,4 +1,34 @@
 _ss_mark() { printf '%-511s\n' "$_ss_TAG $1"; }
+# The directory mapping whose keep list the next _ss_odir excludes.
+_ss_kf=
+# Incremental: frames the regular files of source $2 (directory mapping
+# $1) as one listing (a "list <k> <bytes> <now>" marker, the lines, zeros
+# to a whole block). Where the files cannot be kept (that takes GNU tar's
+# -X, and a head that reads exactly the host's answer) the listing is
+# empty.
+_ss_olist() {
+  : >"$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot create the listing'
+  if [ "$_ss_ikeep" = 1 ] && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
+    _ss_files "$_ss_r" >"$_ss_S/l$1"
+  fi
+  _ss_n=$(wc -c <"$_ss_S/l$1") || _ss_die "$_ss_E_EXTRACT" 'cannot read the listing'
+  _ss_n=$((_ss_n))
+  _ss_mark "list $1 $_ss_n $(date +%s)"
+  { cat "$_ss_S/l$1" && head -c $(((512 - _ss_n % 512) % 512)) /dev/zero; } \
+    || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
+  rm -f "$_ss_S/l$1"
+}
+# Reads the host's answer for directory mapping $1: a line with a length,
+# then that many bytes of names (one a line) to leave out of its archive,
+# because the host target already holds them.
+_ss_okeep() {
+  read -r _ss_n || _ss_die "$_ss_E_EXTRACT" 'the host sent no keep list'
+  case $_ss_n in '' | *[!0-9]*) _ss_die "$_ss_E_EXTRACT" 'the host sent a bad keep list' ;; esac
+  [ "$_ss_n" -eq 0 ] && return 0
+  [ "$_ss_ikeep" = 1 ] || _ss_die "$_ss_E_EXTRACT" 'the host sent a keep list this sandbox cannot use'
+  head -c "$_ss_n" >"$_ss_S/k$1" || _ss_die "$_ss_E_EXTRACT" 'cannot read the keep list'
+  [ "$(wc -c <"$_ss_S/k$1")" -eq "$_ss_n" ] || _ss_die "$_ss_E_EXTRACT" 'the keep list was cut'
+}
 _ss_ofile() {
   [ -e "$1" ] || [ -L "$1" ] || _ss_die "$_ss_E_MISSING" "source $1 does not exist"
   _ss_check "$1"
@@ -23,6 +53,8 @@ _ss_odir() {
     _ss_n=$#
     for _ss_x do [ "$_ss_gnutar" = 0 ] || set -- "$@" --exclude "$_ss_x"; done
     shift "$_ss_n"
+    # Literal, whole-name patterns, after the request's own.
+    [ -z "$_ss_kf" ] || [ ! -s "$_ss_S/k$_ss_kf" ] || set -- "$@" --no-wildcards --anchored -X "$_ss_S/k$_ss_kf"
     [ "$_ss_follow" = 0 ] || set -- -h "$@"
     set -- "$@" --
     _ss_k=0

@@ -151,6 +151,17 @@ impl ListingParser {
     }
 }
 
+/// Parses a listing the outbound program framed in one piece (see
+/// [`Marker::Listing`]): the lines of [`ListingParser`] between its tagged
+/// lines. Lines that do not parse are skipped.
+pub fn parse_listing(bytes: &[u8]) -> std::collections::HashMap<String, Listed> {
+    bytes
+        .split(|&b| b == b'\n')
+        .filter_map(|line| listed(std::str::from_utf8(line).ok()?))
+        .map(|(path, entry)| (path.to_owned(), entry))
+        .collect()
+}
+
 /// One `<size> <mtime> <ctime> <mode> ./<path>` line.
 fn listed(line: &str) -> Option<(&str, Listed)> {
     let mut w = line.splitn(5, ' ');
@@ -181,6 +192,18 @@ pub enum Marker {
     OpDone(usize),
     /// The program finished.
     End,
+    /// Incremental sync-out: the next `len` bytes (then zeros to a whole
+    /// block) list the regular files of directory mapping `mapping` (the
+    /// index among all mappings), as [`parse_listing`] reads them; `now` is
+    /// the sandbox's clock when it listed them.
+    Listing {
+        /// Mapping index among all the request's mappings.
+        mapping: usize,
+        /// Bytes of listing that follow.
+        len: u64,
+        /// `date +%s` in the sandbox.
+        now: i64,
+    },
 }
 
 impl Marker {
@@ -191,6 +214,7 @@ impl Marker {
             Marker::OpDone(op) => format!("op {op}"),
             Marker::End => "end".to_owned(),
             Marker::Codec(c) => format!("codec {}", choice_name(*c)),
+            Marker::Listing { mapping, len, now } => format!("list {mapping} {len} {now}"),
         }
     }
 }
@@ -208,6 +232,11 @@ pub fn parse_marker(block: &[u8]) -> Option<Marker> {
         return None;
     }
     let m = match (words.next()?, words.next(), words.next()) {
+        ("list", Some(mapping), Some(len)) => Marker::Listing {
+            mapping: mapping.parse().ok()?,
+            len: len.parse().ok()?,
+            now: words.next()?.parse().ok()?,
+        },
         ("map", Some(op), Some(map)) => Marker::Mapping {
             op: op.parse().ok()?,
             map: map.parse().ok()?,
@@ -269,8 +298,16 @@ mod tests {
             Marker::End,
             Marker::Codec(None),
             Marker::Codec(Some(Codec::Zstd)),
+            Marker::Listing {
+                mapping: 4,
+                len: 1234,
+                now: 1_700_000_000,
+            },
         ] {
             let text = match &m {
+                Marker::Listing { mapping, len, now } => {
+                    format!("{TAG} list {mapping} {len} {now}")
+                }
                 Marker::Mapping { op, map } => format!("{TAG} map {op} {map}"),
                 Marker::OpDone(op) => format!("{TAG} op {op}"),
                 Marker::End => format!("{TAG} end"),
@@ -330,6 +367,12 @@ SANDBOX-SYNC list 3\n\
         );
         assert_eq!(files["x"].mode, 0o4755);
         assert_eq!(files.len(), 2);
+        let framed = parse_listing(
+            b"12 1700000000 1700000100 644 ./a b/c.txt\njunk\n\xff\xfe 1 1 644 ./x\n3 1 1 600 ./d/e",
+        );
+        assert_eq!(framed.len(), 2);
+        assert_eq!(framed["a b/c.txt"], files["a b/c.txt"]);
+        assert_eq!(framed["d/e"].mode, 0o600);
     }
 
     #[test]

@@ -1,8 +1,14 @@
 //! Sandbox -> host: one exec streams framed tar; the guest validates every
 //! header and splices contents into host files beneath the granted targets.
-//! Offered a codec, the program names the one it uses in a plain first
-//! marker and compresses everything after it; the host decompresses
+//! Incremental, the program first lists the sources whose targets hold
+//! files and leaves out what the host answers it already holds (see
+//! [`keep`]). Offered a codec, the program names the one it uses in a
+//! plain marker and compresses everything after it; the host decompresses
 //! beneath the stream the guest reads.
+
+mod keep;
+
+use std::collections::HashMap;
 
 use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir};
@@ -15,9 +21,10 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{Compre
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     FileMapping, MappingKind, OperationResult, SyncError, SyncRequest,
 };
+use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::codec;
-use sandbox_sync_driver::errors::{exit, from_status};
-use sandbox_sync_driver::extract::{stage_dir, stage_file, Pending};
+use sandbox_sync_driver::errors::{exit, from_status, fs};
+use sandbox_sync_driver::extract::{stage_dir, stage_file, Kept, Pending};
 use sandbox_sync_driver::io::{self, GuardedInput};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
@@ -39,6 +46,9 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     }
     let scratch = sandbox_sync_driver::scratch::fresh();
     let mut script = OutboundScript::new(&root, req.limits.timeout_ms, &scratch);
+    let incremental = codec::incremental();
+    // Directory mappings whose targets hold files: the program lists them.
+    let mut listed = Vec::new();
     // The first source and whether it is a directory: `auto` samples it.
     let mut first: Option<(String, bool)> = None;
     for (i, op) in req.operations.iter().enumerate() {
@@ -49,13 +59,20 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             )));
         }
         for (j, m) in op.files.iter().enumerate() {
+            let k = listed_k(&mappings, i, j);
             let source = confine(&root, &m.source_path, "source")?;
             match m.kind {
-                MappingKind::File => script.file(i, j, &source),
-                MappingKind::Directory => script.dir(i, j, &source, m.follow_symlinks, &m.exclude),
-            }?;
-            if m.kind == MappingKind::Directory {
-                Excluder::new(&m.exclude)?;
+                MappingKind::File => script.file(i, j, &source)?,
+                MappingKind::Directory => {
+                    Excluder::new(&m.exclude)?;
+                    let list = incremental && holds_files(targets[k], &m.target_path)?;
+                    if list {
+                        script.list_dir(k, &source)?;
+                        listed.push(k);
+                    }
+                    let keep = list.then_some(k);
+                    script.dir(i, j, &source, m.follow_symlinks, &m.exclude, keep)?;
+                }
             }
             first.get_or_insert((source, m.kind == MappingKind::Directory));
         }
@@ -91,9 +108,11 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             req,
             targets,
             &mappings,
-            Negotiated {
+            Channel {
                 exec: &exec,
+                stdin: &stdin,
                 offered: !offer.is_empty(),
+                listed: &listed,
             },
             &mut input,
             &mut current,
@@ -156,25 +175,49 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     results
 }
 
-/// Whether the program was offered a codec, and the exec to switch.
-struct Negotiated<'a> {
+/// The exec, and what the program was asked to do besides streaming.
+struct Channel<'a> {
     exec: &'a Execution,
+    /// Takes the keep lists.
+    stdin: &'a OutputStream,
+    /// A codec was offered.
     offered: bool,
+    /// Directory mappings the program lists first, in order.
+    listed: &'a [usize],
+}
+
+/// The index among all mappings of mapping `j` of operation `i`.
+fn listed_k(mappings: &[(usize, usize, &FileMapping)], i: usize, j: usize) -> usize {
+    mappings.partition_point(|&(a, b, _)| (a, b) < (i, j))
+}
+
+/// Whether a target holds anything a re-sync could keep (not scratch).
+fn holds_files(target: &GrantedDir, shown: &str) -> Result<bool, SyncError> {
+    Ok(target
+        .read_dir("")
+        .map_err(|e| fs("list", shown, e))?
+        .iter()
+        .any(|e| !e.name.starts_with(sandbox_sync_core::SCRATCH_PREFIX)))
 }
 
 fn receive<'a>(
     req: &SyncRequest,
     targets: &[&'a GrantedDir],
     mappings: &[(usize, usize, &FileMapping)],
-    codec: Negotiated<'_>,
+    channel: Channel<'_>,
     input: &mut GuardedInput,
     current: &mut usize,
     staged: &mut Vec<Pending<'a>>,
 ) -> Result<Vec<OperationResult>, SyncError> {
-    if codec.offered {
+    let mut kept: HashMap<usize, Vec<Kept>> = HashMap::new();
+    if !channel.listed.is_empty() {
+        let maps: Vec<&FileMapping> = mappings.iter().map(|m| m.2).collect();
+        kept = keep::exchange(input, channel.stdin, channel.listed, targets, &maps)?;
+    }
+    if channel.offered {
         match read_marker(input)? {
             Marker::Codec(None) => {}
-            Marker::Codec(Some(c)) => codec
+            Marker::Codec(Some(c)) => channel
                 .exec
                 .decompress_stdout(codec::to_wit(c), req.limits.max_output_bytes)
                 .map_err(SyncError::Transport)?,
@@ -208,7 +251,10 @@ fn receive<'a>(
             let before = input.total();
             let (files, bytes, pending) = match m.kind {
                 MappingKind::File => stage_file(input, targets[k], m, limits)?,
-                MappingKind::Directory => stage_dir(input, targets[k], m, limits)?,
+                MappingKind::Directory => {
+                    let kept = kept.get(&k).map_or(&[][..], Vec::as_slice);
+                    stage_dir(input, targets[k], m, limits, kept)?
+                }
             };
             staged.push(pending);
             results[i].files_transferred += files;
@@ -237,7 +283,7 @@ fn expect_marker(input: &mut GuardedInput, want: &Marker) -> Result<(), SyncErro
 }
 
 /// Skips zero padding between frames and reads the next marker.
-fn read_marker(input: &mut GuardedInput) -> Result<Marker, SyncError> {
+pub(crate) fn read_marker(input: &mut GuardedInput) -> Result<Marker, SyncError> {
     let mut block = [0u8; BLOCK as usize];
     loop {
         input.read_exact(&mut block)?;

@@ -1,0 +1,222 @@
+//! Incremental sync-out: a re-sync leaves out the files the host target
+//! already holds (same size, mtime and mode, landed well after that
+//! mtime), links them from the old target into the new one, and lands
+//! exactly what a full sync-out lands, in one exec, all or nothing. Where
+//! the sandbox cannot leave files out of its archive (BusyBox: no `tar -X`)
+//! everything is sent, exactly as before.
+
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use sandbox_sync_tests::*;
+
+/// True when this sandbox's re-sync leaves unchanged files out.
+fn keeps(u: Env) -> bool {
+    keeps_unchanged() && u.userland == Userland::Gnu
+}
+
+fn set_mtime(p: &Path, t: SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+/// Writes a sandbox file last modified an hour ago.
+fn write_old(sb: &Sandbox, rel: &str, data: &[u8]) {
+    let p = sb.write_remote(&format!("proj/{rel}"), data);
+    set_mtime(&p, SystemTime::now() - Duration::from_secs(3600));
+}
+
+fn seed(sb: &Sandbox) {
+    for i in 0..30 {
+        write_old(
+            sb,
+            &format!("a/f{i:02}.txt"),
+            format!("line {i}\n").repeat(i + 1).as_bytes(),
+        );
+    }
+    write_old(sb, "b/deep/x.bin", &incompressible(300_000));
+    write_old(sb, "name with spaces.txt", b"spaces\n");
+    write_old(sb, "back\\slash.txt", b"backslash\n");
+    write_old(sb, "gone.txt", b"will be deleted\n");
+    write_old(sb, "becomes-dir", b"a file first\n");
+    write_old(sb, "skip.log", b"excluded\n");
+    std::fs::create_dir_all(sb.remote_on_host("proj/empty")).unwrap();
+    sb.plant_symlink("proj/link", "a/f01.txt");
+    write_old(sb, "tool.sh", b"#!/bin/sh\n");
+    std::fs::set_permissions(
+        sb.remote_on_host("proj/tool.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+}
+
+fn mapping(sb: &Sandbox, target: &Path) -> FileMapping {
+    let mut m = dir_out(sb.remote("proj"), target);
+    m.exclude = Some(vec!["*.log".into()]);
+    m
+}
+
+fn sync(sb: &Sandbox, target: &Path, incremental: bool) -> SyncOutcome {
+    let mut opts = sb.options();
+    opts.incremental = incremental;
+    sb.sync_out_with(&[op("out", vec![mapping(sb, target)])], &opts)
+        .expect("sync-out")
+}
+
+/// What a full sync-out of the sandbox's tree lands now (into a fresh
+/// directory each time).
+fn full(sb: &Sandbox) -> std::path::PathBuf {
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let fresh = sb.host.join(format!("full-{n}"));
+    sync(sb, &fresh, false);
+    fresh
+}
+
+fn resync_out_lands_what_a_full_sync_lands(u: Env) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let target = sb.host.join("back");
+    let first = sync(&sb, &target, true);
+    assert_execs(first.execs, 1);
+    let total = first.operations[0].files_transferred;
+    assert_same_tree(&full(&sb), &target);
+
+    // Nothing changed: only what is always sent comes back.
+    let same = sync(&sb, &target, true);
+    assert_execs(same.execs, 1);
+    assert_same_tree(&full(&sb), &target);
+    let sent_again = if keeps(u) { 2 } else { total };
+    // Always sent: the backslash name and the link.
+    assert_eq!(same.operations[0].files_transferred, sent_again, "{same:?}");
+
+    // Changed (same size and other size), added, deleted, retyped and
+    // re-moded in the sandbox; a target file edited on the host.
+    let p = sb.remote_on_host("proj/a/f03.txt");
+    let t = std::fs::metadata(&p).unwrap().modified().unwrap();
+    std::fs::write(&p, b"LINE 3\nLINE 3\nLINE 3\nLINE 3\n").unwrap();
+    set_mtime(&p, t + Duration::from_secs(7));
+    std::fs::write(sb.remote_on_host("proj/a/f04.txt"), b"grown\n").unwrap();
+    sb.write_remote("proj/a/new.txt", b"new\n");
+    std::fs::remove_file(sb.remote_on_host("proj/gone.txt")).unwrap();
+    std::fs::remove_file(sb.remote_on_host("proj/becomes-dir")).unwrap();
+    sb.write_remote("proj/becomes-dir/inner.txt", b"now a dir\n");
+    std::fs::set_permissions(
+        sb.remote_on_host("proj/a/f05.txt"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    std::fs::write(target.join("a/f06.txt"), b"host edit\n").unwrap();
+    let changed = sync(&sb, &target, true);
+    assert_execs(changed.execs, 1);
+    assert_same_tree(&full(&sb), &target);
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+    if keeps(u) {
+        // f03-f06, new.txt and inner.txt, with the backslash name and link.
+        assert_eq!(changed.operations[0].files_transferred, 8, "{changed:?}");
+    }
+}
+
+/// An unchanged re-sync moves no file but those always sent, and the kept
+/// files are the old target's, linked (no byte copied).
+fn unchanged_resync_out_moves_almost_nothing(u: Env) {
+    if !keeps(u) {
+        return;
+    }
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let target = sb.host.join("back");
+    let first = sync(&sb, &target, true);
+    let before = std::fs::metadata(target.join("b/deep/x.bin"))
+        .unwrap()
+        .ino();
+    let again = sync(&sb, &target, true);
+    assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
+    assert!(
+        again.operations[0].bytes_transferred * 10 < first.operations[0].bytes_transferred,
+        "{again:?} vs {first:?}"
+    );
+    assert_eq!(
+        std::fs::metadata(target.join("b/deep/x.bin"))
+            .unwrap()
+            .ino(),
+        before
+    );
+    assert_same_tree(&full(&sb), &target);
+}
+
+/// A sandbox file rewritten within the second it was synced out, at the
+/// same size and mtime, landed "racy" and comes back again.
+fn a_racy_file_comes_back_again(u: Env) {
+    let sb = Sandbox::new(u);
+    let p = sb.write_remote("proj/hot.txt", b"version A\n");
+    let t = std::fs::metadata(&p).unwrap().modified().unwrap();
+    let target = sb.host.join("back");
+    sync(&sb, &target, true);
+    std::fs::write(&p, b"version B\n").unwrap();
+    set_mtime(&p, t);
+    let again = sync(&sb, &target, true);
+    assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    assert_eq!(
+        std::fs::read(target.join("hot.txt")).unwrap(),
+        b"version B\n"
+    );
+}
+
+/// The host walk never follows a symlink: a target whose directory was
+/// swapped for a link out of it keeps nothing through the link, and the
+/// new tree has the sandbox's files, not the host's the link reaches.
+fn a_listed_path_through_a_host_symlink_is_never_kept(u: Env) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let target = sb.host.join("back");
+    sync(&sb, &target, true);
+    // Outside the target: a directory with a file that matches the
+    // sandbox's b/deep/x.bin in size, mtime and mode, but not in bytes.
+    let outside = sb.host.join("outside/deep");
+    std::fs::create_dir_all(&outside).unwrap();
+    let meta = std::fs::metadata(target.join("b/deep/x.bin")).unwrap();
+    std::fs::write(outside.join("x.bin"), vec![b'!'; meta.len() as usize]).unwrap();
+    std::fs::set_permissions(outside.join("x.bin"), meta.permissions()).unwrap();
+    set_mtime(&outside.join("x.bin"), meta.modified().unwrap());
+    std::fs::remove_dir_all(target.join("b")).unwrap();
+    symlink(sb.host.join("outside"), target.join("b")).unwrap();
+    sync(&sb, &target, true);
+    assert!(std::fs::symlink_metadata(target.join("b"))
+        .unwrap()
+        .is_dir());
+    assert_eq!(
+        std::fs::read(target.join("b/deep/x.bin")).unwrap(),
+        std::fs::read(sb.remote_on_host("proj/b/deep/x.bin")).unwrap()
+    );
+    assert_eq!(std::fs::read(outside.join("x.bin")).unwrap()[0], b'!');
+    assert_same_tree(&full(&sb), &target);
+}
+
+/// Files of the target the sandbox does not have go, whatever they are
+/// called: nothing of the host's survives that the sandbox did not list.
+fn host_only_files_do_not_survive(u: Env) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let target = sb.host.join("back");
+    sync(&sb, &target, true);
+    sb.write_host("back/host-secret.txt", b"not the sandbox's\n");
+    sb.write_host("back/a/extra.txt", b"not the sandbox's\n");
+    sync(&sb, &target, true);
+    assert!(!target.join("host-secret.txt").exists());
+    assert!(!target.join("a/extra.txt").exists());
+    assert_same_tree(&full(&sb), &target);
+}
+
+for_each_userland!(
+    resync_out_lands_what_a_full_sync_lands,
+    unchanged_resync_out_moves_almost_nothing,
+    a_racy_file_comes_back_again,
+    a_listed_path_through_a_host_symlink_is_never_kept,
+    host_only_files_do_not_survive,
+);
