@@ -40,5 +40,14 @@ pub use error::{CommandFailure, Error, ErrorKind};
 /// Version of the WIT package (`wit/provider.wit`) this code speaks.
 pub const WIT_VERSION: &str = "0.2.3";
 
+/// Incremental syncs: how long a file's bytes may take from being read on
+/// one side to landing on the other (pipes, the exec stream, a slow link).
+/// A landed file's ctime stands in for when its bytes were read, so a file
+/// counts as settled, and may be kept, only if it landed more than this
+/// long after the second of its mtime had passed. The cost of a larger
+/// margin is small: a file written within it before a sync is sent once
+/// more on the next.
+pub const IN_FLIGHT_SECS: i64 = 10;
+
 /// Prefix of every scratch name; the orchestrator's wipe step preserves it.
 pub const SCRATCH_PREFIX: &str = ".paperclip-upload";

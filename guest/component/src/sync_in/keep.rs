@@ -4,11 +4,13 @@
 //! which the program copies from the old target into the staged tree.
 //!
 //! A target file is the source's when size, mode and mtime (seconds) match
-//! and it is not "racy" (as git calls it): it landed at least a whole second
-//! after its mtime, so a later write to the source, however soon, changed
-//! the mtime. When it landed is bounded by its ctime, in the sandbox's
-//! clock, less the most the sandbox's clock can be ahead of ours (its `now`
-//! against `sent_at`, our clock before it ran anything).
+//! and it is not "racy" (as git calls it): its bytes were read at least a
+//! whole second after its mtime, so a later write to the source, however
+//! soon, changed the mtime. When they were read is bounded by when it
+//! landed (its ctime, in the sandbox's clock, less the most the sandbox's
+//! clock can be ahead of ours: its `now` against `sent_at`, our clock
+//! before it ran anything) less the time bytes may be in flight
+//! ([`IN_FLIGHT_SECS`]).
 //!
 //! Names with a newline or backslash are always sent (the program's file
 //! list is one name a line, and GNU tar unquotes backslashes). A sandbox
@@ -21,6 +23,7 @@ use std::fmt::Write as _;
 
 use sandbox_sync_core::plan::{Planned, PlannedKind};
 use sandbox_sync_core::script::Listing;
+use sandbox_sync_core::IN_FLIGHT_SECS;
 
 /// Decides, member by member, what the targets already hold.
 pub struct Keeper<'l> {
@@ -76,7 +79,8 @@ impl<'l> Keeper<'l> {
             l.size == stamp.size
                 && l.mode == p.mode
                 && l.mtime == stamp.mtime_sec
-                && l.ctime.saturating_sub(ahead) > stamp.mtime_sec.saturating_add(1)
+                && l.ctime.saturating_sub(ahead)
+                    > stamp.mtime_sec.saturating_add(1 + IN_FLIGHT_SECS)
         });
         if !same || rel.contains(['\n', '\\']) {
             return false;

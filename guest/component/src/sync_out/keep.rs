@@ -7,11 +7,13 @@
 //! staged tree (see [`extract`](sandbox_sync_driver::extract::extract)).
 //!
 //! A target file is the sandbox's when size, mode (as it landed, `& 0o755`)
-//! and mtime (seconds) match and it is not "racy": it landed at least a
-//! whole second after its mtime, so a later write in the sandbox, however
-//! soon, changed the mtime. When it landed is its ctime, in our clock; the
-//! sandbox's clock is at least its listing's `now` less our clock when the
-//! listing arrived (less a second for each clock's rounding).
+//! and mtime (seconds) match and it is not "racy": its bytes were read at
+//! least a whole second after its mtime, so a later write in the sandbox,
+//! however soon, changed the mtime. When they were read is bounded by when
+//! the file landed (its ctime, in our clock, moved to the sandbox's: that
+//! is at least its listing's `now` less our clock when the listing arrived,
+//! less a second for each clock's rounding) less the time bytes may be in
+//! flight ([`IN_FLIGHT_SECS`]).
 //!
 //! The host never sends what it holds: the sandbox learns, for the names it
 //! lists, which the target holds with exactly that size, mtime and mode.
@@ -26,7 +28,7 @@ use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::script::{parse_listing, Listed, Marker};
 use sandbox_sync_core::tar_read::Source;
 use sandbox_sync_core::tar_write::padding;
-use sandbox_sync_core::SCRATCH_PREFIX;
+use sandbox_sync_core::{IN_FLIGHT_SECS, SCRATCH_PREFIX};
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{EntryKind, GrantedDir};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{FileMapping, SyncError};
@@ -82,11 +84,11 @@ pub fn exchange(
         let mut names = Vec::new();
         let mut keep = Vec::new();
         for (path, l, h) in held {
-            let landed_after = h.ctime.saturating_add(skew) > l.mtime.saturating_add(2);
+            let settled = h.ctime.saturating_add(skew) > l.mtime.saturating_add(2 + IN_FLIGHT_SECS);
             let same = l.size == h.size
                 && l.mode & HOST_MASK == h.mode
                 && l.mtime == h.mtime
-                && landed_after
+                && settled
                 && !path.contains(['\n', '\\'])
                 && !excluder.excludes(&path);
             if same {
