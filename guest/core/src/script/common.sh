@@ -1,14 +1,29 @@
 set -u
-unset TAR_OPTIONS
+unset TAR_OPTIONS CDPATH
 case $(tar --version 2>/dev/null) in *'GNU tar'*) _ss_gnutar=1;; *) _ss_gnutar=0;; esac
 _ss_die() { printf 'sandbox-sync: %s\n' "$2" >&2; exit "$1"; }
 if command -v realpath >/dev/null 2>&1; then _ss_resolve() { realpath "$1"; }
 elif command -v readlink >/dev/null 2>&1; then _ss_resolve() { readlink -f "$1"; }
 else _ss_die "$_ss_E_NO_CANONICALIZER" 'no path canonicalizer (realpath or readlink -f) in the sandbox'; fi
-# Resolves $1 into _ss_r exactly. $(...) strips every trailing newline, so
-# a path ending in one would silently become another path: fence the output
-# with an x and take off exactly the x and the one newline the tool added.
-_ss_canon() { _ss_r=$(_ss_resolve "$1" && echo x) || return 1; _ss_r=${_ss_r%?x}; }
+# Resolves $1 into _ss_r exactly. A directory the shell can enter is
+# resolved by the kernel without a fork: `cd -P` sets PWD to getcwd's
+# physical path (a shell that falls back to a logical one is caught by -ef:
+# PWD must name the directory entered), and the shell goes back to /, as
+# nothing here uses a relative path. Anything else goes to the tool, and
+# since $(...) strips every trailing newline, which would silently make a
+# path ending in one another path, its output is fenced with an x and
+# exactly the x and the one newline the tool added come off.
+_ss_canon() {
+  if [ -d "$1" ] && cd -P "$1" 2>/dev/null; then
+    _ss_r=$PWD
+    # -ef is not POSIX but dash, BusyBox, bash and mksh have it; a shell
+    # without it fails the test and takes the tool's path.
+    # shellcheck disable=SC3013
+    if [ "$_ss_r" -ef . ] && cd /; then return 0; fi
+    cd / || return 1
+  fi
+  _ss_r=$(_ss_resolve "$1" && echo x) || return 1; _ss_r=${_ss_r%?x}
+}
 _ss_canon "$_ss_rootarg" && _ss_root=$_ss_r && [ -d "$_ss_root" ] || _ss_die "$_ss_E_ROOT" "cannot resolve the remote dir $_ss_rootarg"
 _ss_in_root() { case "$1/" in "$_ss_root"/*) return 0 ;; esac; return 1; }
 _ss_check() {
