@@ -15,7 +15,7 @@ use sandbox_sync_tests::*;
 /// own `/usr/local/bin` (first on PATH) that passes for GNU tar and writes
 /// `./.evil.tar` whatever it is asked. (BusyBox's shell runs its own
 /// applets without a PATH lookup, so a BusyBox root's `tar` cannot be
-/// swapped this way.)
+/// swapped this way.) Its `find` hangs where asked to.
 fn hostile_root() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| {
@@ -24,6 +24,12 @@ fn hostile_root() -> &'static Path {
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(root.join("usr/local/bin/tar"), "#!/bin/sh\n# It passes for GNU tar (the program then trusts it most: excludes,\n# keep lists), and whatever it is asked, it writes the crafted archive.\ncase $1 in --version) echo 'tar (GNU tar) 1.35'; exit 0 ;; esac\nexec cat ./.evil.tar\n").unwrap();
         std::fs::set_permissions(root.join("usr/local/bin/tar"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A `find` that never returns in a directory holding `.hang`: an
+        // incremental listing that never comes.
+        std::fs::write(root.join("usr/local/bin/find"), "#!/bin/sh
+[ ! -e ./.hang ] || exec sleep 600
+exec /usr/bin/find \"$@\"\n").unwrap();
+        std::fs::set_permissions(root.join("usr/local/bin/find"), std::fs::Permissions::from_mode(0o755)).unwrap();
         root
     })
 }
@@ -235,6 +241,48 @@ fn a_kept_file_sent_anyway_is_refused() {
         ["outside", "outside/victim", "target", "target/ok"]
     );
     assert_eq!(std::fs::read(target.join("ok")).unwrap(), b"fine");
+    let _ = std::fs::remove_dir_all(&c.base);
+}
+
+/// Incremental sync-out: a listing that never comes (the sandbox's `find`
+/// hangs) cannot stretch the call past its deadline, and the target stays
+/// as it was.
+#[test]
+fn a_listing_that_never_comes_holds_the_deadline() {
+    if !keeps_unchanged() {
+        return;
+    }
+    let archive = hostile::end(hostile::file(b"ok", b"sandbox bytes"));
+    let c = case(9997, &archive);
+    std::fs::write(c.base.join("workspace/src/.hang"), b"").unwrap();
+    let target = c.host.join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("old"), b"old").unwrap();
+    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
+    opts.incremental = true;
+    opts.timeout = std::time::Duration::from_secs(2);
+    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
+    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
+    let started = std::time::Instant::now();
+    let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
+    let took = started.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(4),
+        "{took:?}: {}",
+        err.error
+    );
+    assert!(
+        matches!(
+            err.error.kind,
+            ErrorKind::LimitExceeded | ErrorKind::Transport
+        ),
+        "{}",
+        err.error
+    );
+    assert_eq!(
+        audit(&c.host),
+        ["outside", "outside/victim", "target", "target/old"]
+    );
     let _ = std::fs::remove_dir_all(&c.base);
 }
 
