@@ -222,12 +222,7 @@ fn a_kept_file_sent_anyway_is_refused() {
     std::fs::write(target.join("ok"), b"fine").unwrap();
     for p in [&listed, &target.join("ok")] {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        std::fs::File::options()
-            .write(true)
-            .open(p)
-            .unwrap()
-            .set_modified(old)
-            .unwrap();
+        set_mtime(p, old);
     }
     let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
     opts.incremental = true;

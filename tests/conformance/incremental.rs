@@ -16,15 +16,6 @@ fn write_old(sb: &Sandbox, rel: &str, data: &[u8]) {
     set_mtime(&p, SystemTime::now() - Duration::from_secs(3600));
 }
 
-fn set_mtime(p: &std::path::Path, t: SystemTime) {
-    std::fs::File::options()
-        .write(true)
-        .open(p)
-        .unwrap()
-        .set_modified(t)
-        .unwrap();
-}
-
 fn seed(sb: &Sandbox) {
     for i in 0..40 {
         write_old(

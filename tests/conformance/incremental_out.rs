@@ -16,15 +16,6 @@ fn keeps(u: Env) -> bool {
     keeps_unchanged() && u.userland == Userland::Gnu
 }
 
-fn set_mtime(p: &Path, t: SystemTime) {
-    std::fs::File::options()
-        .write(true)
-        .open(p)
-        .unwrap()
-        .set_modified(t)
-        .unwrap();
-}
-
 /// Writes a sandbox file last modified an hour ago.
 fn write_old(sb: &Sandbox, rel: &str, data: &[u8]) {
     let p = sb.write_remote(&format!("proj/{rel}"), data);

@@ -197,12 +197,7 @@ fn mtimes_come_back(u: Env) {
     let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
     for rel in ["tree/a.txt", "tree/sub/b.bin", "single.txt"] {
         let p = sb.write_remote(rel, rel.as_bytes());
-        std::fs::File::options()
-            .write(true)
-            .open(&p)
-            .unwrap()
-            .set_modified(when)
-            .unwrap();
+        set_mtime(&p, when);
     }
     let out_dir = sb.host.join("back/tree");
     let out_file = sb.host.join("back/single.txt");

@@ -105,6 +105,15 @@ pub fn runtime() -> &'static Runtime {
     })
 }
 
+/// Sets the modification time of the file at `p`.
+pub fn set_mtime(p: &Path, t: std::time::SystemTime) {
+    std::fs::File::options()
+        .write(true)
+        .open(p)
+        .and_then(|f| f.set_modified(t))
+        .unwrap_or_else(|e| panic!("set the mtime of {}: {e}", p.display()));
+}
+
 /// `len` deterministic bytes that no codec compresses (xorshift64), for
 /// tests that cut or count a stream at a byte offset.
 pub fn incompressible(len: usize) -> Vec<u8> {
