@@ -14,6 +14,8 @@
 //! - [`provider`]: a sync call end to end: grants, a fresh store, limits.
 //!
 //! - [`worker`]: the JSON-RPC plugin worker (`sandbox-sync serve`).
+//! - `daytona`: the Daytona toolbox API client (run a command, stream a
+//!   file in, stream a file out), the mechanism a Daytona provider needs.
 //!
 //! The CLI lives in the binary.
 #![deny(missing_docs)]
@@ -21,6 +23,8 @@
 pub mod backend;
 mod bindings;
 pub mod cpspec;
+#[cfg(feature = "daytona")]
+pub mod daytona;
 pub mod doctor;
 pub mod error;
 pub mod exec;

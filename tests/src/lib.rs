@@ -11,6 +11,7 @@
 //! ([`sandbox_sync_host::Runtime::embedded`], or a `.wasm` named by
 //! `SANDBOX_SYNC_COMPONENT` so other components can be plugged in).
 
+pub mod daytona_server;
 pub mod hostile;
 pub mod k8s_server;
 

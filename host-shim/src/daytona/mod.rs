@@ -1,0 +1,425 @@
+//! The Daytona toolbox API, as the mechanism a Daytona provider needs: run
+//! a command without stdin, stream one file into the sandbox, stream one
+//! file out of it, remove a path.
+//!
+//! Daytona has no streaming exec with stdin (see
+//! `daytona-toolbox.md`): the bodies of `bulk-upload` and `bulk-download`
+//! are the streaming channels, and `process/execute` runs the control
+//! programs. Every request goes to `{toolbox-url}/{sandbox-id}/...` with
+//! `Authorization: Bearer <key>`. Errors are typed ([`ToolboxError`]): a
+//! refused key, a missing sandbox, a command timeout, a status the
+//! toolbox gave, a file it could not read, and a transfer that was cut
+//! (a download without its closing boundary, or shorter than it said).
+
+mod multipart;
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use http::{header, Method, Request, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::rt::TokioExecutor;
+
+pub use multipart::DOWNLOAD_BOUNDARY;
+
+/// A request or response body.
+type Body = BoxBody<Bytes, std::io::Error>;
+
+/// How much longer than a command's own timeout the client waits for the
+/// toolbox's answer (the Python SDK's margin) before it gives up itself.
+const EXECUTE_MARGIN: Duration = Duration::from_secs(5);
+
+/// Why a toolbox call failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolboxError {
+    /// 401: the API key was refused.
+    #[error("Daytona refused the API key (401): {0}")]
+    Unauthorized(String),
+    /// The sandbox does not exist or is not started.
+    #[error("Daytona sandbox {sandbox} is not reachable ({status}): {message}")]
+    NoSandbox {
+        /// The sandbox id.
+        sandbox: String,
+        /// The HTTP status.
+        status: u16,
+        /// The toolbox's message.
+        message: String,
+    },
+    /// 408, or no answer within the command's timeout and a margin.
+    #[error("the command timed out in the Daytona sandbox after {0:?}")]
+    Timeout(Duration),
+    /// Any other failing status.
+    #[error("the Daytona toolbox answered {status} to {call}: {message}")]
+    Status {
+        /// Which call.
+        call: &'static str,
+        /// The HTTP status.
+        status: u16,
+        /// The toolbox's message (its JSON `message` or `errors`, else
+        /// the body).
+        message: String,
+    },
+    /// The toolbox could not read a file it was asked for.
+    #[error("Daytona could not read {path}: {code}: {message}")]
+    File {
+        /// The path asked for.
+        path: String,
+        /// `FILE_NOT_FOUND`, `FILE_ACCESS_DENIED`, `INVALID_FILE_PATH`,
+        /// `FILE_READ_FAILED`.
+        code: String,
+        /// Its message.
+        message: String,
+    },
+    /// A transfer ended early.
+    #[error("the Daytona transfer was cut: {0}")]
+    Cut(String),
+    /// An answer that does not follow the protocol.
+    #[error("the Daytona toolbox's answer is malformed: {0}")]
+    Malformed(String),
+    /// The connection failed.
+    #[error("cannot reach the Daytona toolbox: {0}")]
+    Transport(String),
+}
+
+/// What `process/execute` returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Executed {
+    /// The exit code (`-1`: the command could not start).
+    pub exit_code: i64,
+    /// Its stdout and stderr, combined (text: invalid UTF-8 arrives as
+    /// U+FFFD).
+    pub output: String,
+}
+
+/// A file's bytes as the toolbox streams them; the stream ends with an
+/// error if the transfer was cut.
+pub type Download = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, ToolboxError>> + Send>>;
+
+/// One sandbox's toolbox.
+#[derive(Clone)]
+pub struct Toolbox {
+    base: String,
+    sandbox: String,
+    auth: http::HeaderValue,
+    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>,
+}
+
+impl std::fmt::Debug for Toolbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Toolbox")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Toolbox {
+    /// The toolbox of `sandbox` under `toolbox_url` (a region's
+    /// `toolboxProxyUrl`, e.g. `https://proxy.app.daytona.io/toolbox`),
+    /// authenticated with `api_key`.
+    ///
+    /// # Errors
+    /// A key that cannot be a header, or no TLS roots on this machine.
+    pub fn new(toolbox_url: &str, sandbox: &str, api_key: &str) -> Result<Self, ToolboxError> {
+        if sandbox.is_empty() || sandbox.contains(['/', '?', '#']) {
+            return Err(ToolboxError::Malformed(format!(
+                "{sandbox:?} is not a sandbox id"
+            )));
+        }
+        let auth = http::HeaderValue::from_str(&format!("Bearer {api_key}"))
+            .map_err(|_| ToolboxError::Malformed("the API key is not a header value".into()))?;
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_native_roots()
+            .map_err(|e| ToolboxError::Transport(format!("no TLS roots: {e}")))?
+            .https_or_http()
+            .enable_http1()
+            .build();
+        let client = Client::builder(TokioExecutor::new()).build(https);
+        Ok(Toolbox {
+            base: format!("{}/{sandbox}", toolbox_url.trim_end_matches('/')),
+            sandbox: sandbox.to_owned(),
+            auth,
+            client,
+        })
+    }
+
+    /// Runs `command` (a script for the sandbox's shell; wrap it in
+    /// `sh -c '...'`, as daemons before 0.156 split the text themselves)
+    /// in `cwd`, killed after `timeout` (`None`: never).
+    ///
+    /// # Errors
+    /// As [`ToolboxError`]; a command that outlives its timeout is
+    /// [`ToolboxError::Timeout`] whether the toolbox says so (408) or not.
+    pub async fn execute(
+        &self,
+        command: &str,
+        cwd: Option<&str>,
+        timeout: Option<Duration>,
+    ) -> Result<Executed, ToolboxError> {
+        let mut body = serde_json::json!({ "command": command });
+        if let Some(cwd) = cwd {
+            body["cwd"] = cwd.into();
+        }
+        if let Some(t) = timeout {
+            // Whole seconds, at least one: 0 would mean no limit.
+            body["timeout"] = t.as_secs().max(1).into();
+        }
+        let req = self.json_request(Method::POST, "/process/execute", &body)?;
+        let call = self.send(req, "execute");
+        let (status, bytes) = match timeout {
+            Some(t) => tokio::time::timeout(t + EXECUTE_MARGIN, call)
+                .await
+                .map_err(|_| ToolboxError::Timeout(t))??,
+            None => call.await?,
+        };
+        if status == StatusCode::REQUEST_TIMEOUT {
+            return Err(ToolboxError::Timeout(timeout.unwrap_or_default()));
+        }
+        self.check(status, &bytes, "execute")?;
+        let v: serde_json::Value = serde_json::from_slice(&bytes)
+            .map_err(|e| ToolboxError::Malformed(format!("execute: {e}")))?;
+        let exit_code = v
+            .get("exitCode")
+            .or_else(|| v.get("code"))
+            .and_then(serde_json::Value::as_i64)
+            .ok_or_else(|| ToolboxError::Malformed("execute: no exitCode".into()))?;
+        let output = v
+            .get("result")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        Ok(Executed { exit_code, output })
+    }
+
+    /// Streams `data` into a new file at `dest` (an absolute path with no
+    /// control characters or quotes) with one `bulk-upload`, which
+    /// creates its parents; the file is born `0644`. Returns the bytes
+    /// sent. An error in `data` cuts the body, so the toolbox sees a
+    /// truncated request and nothing is confirmed.
+    ///
+    /// # Errors
+    /// As [`ToolboxError`]; a body that broke is [`ToolboxError::Cut`].
+    pub async fn upload<S>(&self, dest: &str, data: S) -> Result<u64, ToolboxError>
+    where
+        S: Stream<Item = Result<Bytes, std::io::Error>> + Send + Sync + 'static,
+    {
+        let boundary = multipart::boundary()?;
+        let (head, tail) = multipart::upload_frame(&boundary, dest)?;
+        let sent = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counted = std::sync::Arc::clone(&sent);
+        let broke = std::sync::Arc::new(std::sync::Mutex::new(None::<String>));
+        let noted = std::sync::Arc::clone(&broke);
+        let data = data.map(move |chunk| {
+            match &chunk {
+                Ok(b) => {
+                    counted.fetch_add(b.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                }
+                Err(e) => {
+                    if let Ok(mut slot) = noted.lock() {
+                        *slot = Some(e.to_string());
+                    }
+                }
+            }
+            chunk
+        });
+        let frames = futures_util::stream::once(async move { Ok(head) })
+            .chain(data)
+            .chain(futures_util::stream::once(async move { Ok(tail) }))
+            .map(|r| r.map(Frame::data));
+        let req = Request::builder()
+            .method(Method::POST)
+            .uri(format!("{}/files/bulk-upload", self.base))
+            .header(header::AUTHORIZATION, self.auth.clone())
+            .header(
+                header::CONTENT_TYPE,
+                format!("multipart/form-data; boundary={boundary}"),
+            )
+            .body(BoxBody::new(StreamBody::new(frames)))
+            .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
+        let answer = self.send(req, "bulk-upload").await;
+        if let Some(e) = broke.lock().ok().and_then(|mut s| s.take()) {
+            return Err(ToolboxError::Cut(format!("upload of {dest}: {e}")));
+        }
+        let (status, bytes) = answer?;
+        self.check(status, &bytes, "bulk-upload")?;
+        let sent = sent.load(std::sync::atomic::Ordering::Relaxed);
+        // Newer daemons confirm each file's size; older ones send nothing.
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+            let confirmed = v["files"]
+                .as_array()
+                .and_then(|f| f.iter().find(|f| f["path"] == dest))
+                .and_then(|f| f["bytes"].as_u64());
+            if confirmed.is_some_and(|n| n != sent) {
+                return Err(ToolboxError::Cut(format!(
+                    "upload of {dest}: sent {sent} bytes, the sandbox got {confirmed:?}"
+                )));
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Streams the file at `path` out of the sandbox with one
+    /// `bulk-download`.
+    ///
+    /// # Errors
+    /// As [`ToolboxError`]; a file the toolbox could not read is
+    /// [`ToolboxError::File`] (here, or as the stream's only item).
+    pub async fn download(&self, path: &str) -> Result<Download, ToolboxError> {
+        let body = serde_json::json!({ "paths": [path] });
+        let req = self.json_request(Method::POST, "/files/bulk-download", &body)?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| ToolboxError::Transport(e.to_string()))?;
+        let status = resp.status();
+        if !status.is_success() {
+            let bytes = collect(resp.into_body()).await?;
+            self.check(status, &bytes, "bulk-download")?;
+            return Err(ToolboxError::Malformed(format!(
+                "bulk-download: status {status}"
+            )));
+        }
+        let boundary = resp
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| multer::parse_boundary(v).ok())
+            .ok_or_else(|| ToolboxError::Malformed("bulk-download: not multipart".into()))?;
+        let body = resp.into_body().into_data_stream();
+        Ok(multipart::single_file(body, boundary, path.to_owned()))
+    }
+
+    /// Removes `path` (recursively: a directory and all it holds).
+    /// A path that is already gone is not an error.
+    ///
+    /// # Errors
+    /// As [`ToolboxError`].
+    pub async fn remove(&self, path: &str) -> Result<(), ToolboxError> {
+        let query: String = form_urlencoded::Serializer::new(String::new())
+            .append_pair("path", path)
+            .append_pair("recursive", "true")
+            .finish();
+        let req = Request::builder()
+            .method(Method::DELETE)
+            .uri(format!("{}/files?{query}", self.base))
+            .header(header::AUTHORIZATION, self.auth.clone())
+            .body(empty())
+            .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
+        let (status, bytes) = self.send(req, "delete").await?;
+        // An empty 404 is the daemon's "no such path"; one with a JSON
+        // body comes from the proxy (no such sandbox).
+        if status == StatusCode::NOT_FOUND && bytes.is_empty() {
+            return Ok(());
+        }
+        self.check(status, &bytes, "delete")
+    }
+
+    fn json_request(
+        &self,
+        method: Method,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> Result<Request<Body>, ToolboxError> {
+        Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", self.base))
+            .header(header::AUTHORIZATION, self.auth.clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(full(body.to_string()))
+            .map_err(|e| ToolboxError::Malformed(e.to_string()))
+    }
+
+    /// Sends `req` and reads the whole answer.
+    async fn send(
+        &self,
+        req: Request<Body>,
+        call: &'static str,
+    ) -> Result<(StatusCode, Bytes), ToolboxError> {
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| ToolboxError::Transport(format!("{call}: {e}")))?;
+        let status = resp.status();
+        Ok((status, collect(resp.into_body()).await?))
+    }
+
+    /// Maps a failing status to its error.
+    fn check(
+        &self,
+        status: StatusCode,
+        body: &[u8],
+        call: &'static str,
+    ) -> Result<(), ToolboxError> {
+        if status.is_success() {
+            return Ok(());
+        }
+        let message = error_message(body);
+        Err(match status.as_u16() {
+            401 => ToolboxError::Unauthorized(message),
+            400 | 404 | 502 if call != "bulk-upload" && looks_like_sandbox(&message, status) => {
+                ToolboxError::NoSandbox {
+                    sandbox: self.sandbox.clone(),
+                    status: status.as_u16(),
+                    message,
+                }
+            }
+            s => ToolboxError::Status {
+                call,
+                status: s,
+                message,
+            },
+        })
+    }
+}
+
+/// Whether an error came from the proxy or runner (no such sandbox, not
+/// started, unreachable) rather than the daemon.
+fn looks_like_sandbox(message: &str, status: StatusCode) -> bool {
+    status == StatusCode::BAD_GATEWAY
+        || status == StatusCode::NOT_FOUND
+        || message.contains("sandbox")
+        || message.contains("Sandbox")
+}
+
+/// The useful part of an error body: its JSON `message` or `errors`, else
+/// the text.
+fn error_message(body: &[u8]) -> String {
+    if let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) {
+        if let Some(m) = v.get("message").and_then(serde_json::Value::as_str) {
+            return m.to_owned();
+        }
+        if let Some(e) = v.get("errors").and_then(serde_json::Value::as_array) {
+            let all: Vec<&str> = e.iter().filter_map(serde_json::Value::as_str).collect();
+            return all.join("; ");
+        }
+        if let Some(m) = v.get("error").and_then(serde_json::Value::as_str) {
+            return m.to_owned();
+        }
+    }
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    if text.is_empty() {
+        "(no body)".to_owned()
+    } else {
+        text.chars().take(500).collect()
+    }
+}
+
+async fn collect(body: hyper::body::Incoming) -> Result<Bytes, ToolboxError> {
+    body.collect()
+        .await
+        .map(http_body_util::Collected::to_bytes)
+        .map_err(|e| ToolboxError::Cut(format!("reading the answer: {e}")))
+}
+
+fn full(s: String) -> Body {
+    BoxBody::new(Full::new(Bytes::from(s)).map_err(|never| match never {}))
+}
+
+fn empty() -> Body {
+    full(String::new())
+}

@@ -1,0 +1,642 @@
+//! A fake Daytona toolbox, for the Daytona client's tests: the endpoints a
+//! file-sync provider uses, under `http://127.0.0.1:<port>/toolbox/<id>/`,
+//! with the daemon's behaviour as `daytona-toolbox.md` records it, and
+//! every request served by real processes in a sandbox (an
+//! [`ExecBackend`]: the host's GNU userland or a BusyBox root).
+//!
+//! - `POST /process/execute` `{command, cwd?, timeout?}`: the command text
+//!   is the stdin of a shell whose stderr is its stdout; 200
+//!   `{exitCode, result}`; a `cwd` it cannot enter gives `exitCode: -1`;
+//!   past `timeout` seconds (absent or 0: none) the process is killed and
+//!   the answer is 408 with a JSON `ErrorResponse`.
+//! - `POST /files/bulk-upload`: a streamed multipart body, `files[i].path`
+//!   before `files[i].file`; parents are created, the file is written
+//!   through `cat >` (born 0644 under umask 022, an existing file keeps its
+//!   mode, symlinks are followed); 200 `{files:[{path, bytes}]}`, or 400
+//!   `{errors, files}` (a cut body is `reading part: ...`).
+//! - `POST /files/bulk-download` `{paths}`: 200, multipart with the fixed
+//!   boundary `DAYTONA-FILE-BOUNDARY`, a `file` part (with
+//!   `Content-Length`) or an `error` part (JSON, `FILE_NOT_FOUND`,
+//!   `INVALID_FILE_PATH`) per path, in order, then the closing boundary.
+//! - `DELETE /files?path=&recursive=`: 204; 404 with an empty body for a
+//!   missing path; 400 (empty) for a directory without `recursive=true`.
+//! - A wrong or missing `Authorization: Bearer` is 401, an unknown sandbox
+//!   404, both with JSON bodies.
+//!
+//! [`Faults`] inject failures; [`ToolboxServer::calls`] lists the requests
+//! served, for call counts.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::StreamExt;
+use http::{Method, Request, Response, StatusCode};
+use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper_util::rt::TokioIo;
+use sandbox_sync_host::exec::{ExecBackend, ExecRequest, MAX_TIMEOUT};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+
+type Body = BoxBody<Bytes, std::io::Error>;
+
+/// The daemon's fixed `bulk-download` boundary.
+const BOUNDARY: &str = "DAYTONA-FILE-BOUNDARY";
+
+/// Failures the fake injects.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Every request is answered with this status and a JSON error.
+    pub status: Option<u16>,
+    /// `process/execute` never answers.
+    pub execute_hangs: bool,
+    /// `bulk-download` stops after this many bytes of file data and ends
+    /// the answer without its closing boundary (a failed read, as the
+    /// daemon ends it).
+    pub cut_download_after: Option<u64>,
+}
+
+struct State {
+    sandbox: String,
+    key: String,
+    backend: Arc<dyn ExecBackend>,
+    faults: Mutex<Faults>,
+    calls: Mutex<Vec<String>>,
+}
+
+/// A running fake toolbox.
+pub struct ToolboxServer {
+    /// The toolbox URL (`http://127.0.0.1:<port>/toolbox`).
+    pub url: String,
+    /// The sandbox id it serves.
+    pub sandbox: String,
+    /// The API key it accepts.
+    pub key: String,
+    state: Arc<State>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ToolboxServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ToolboxServer {
+    /// Serves sandbox `sandbox` (key `key`) on a fresh port, each request
+    /// run through `backend`.
+    ///
+    /// # Errors
+    /// When no port can be bound.
+    pub async fn start(
+        backend: Arc<dyn ExecBackend>,
+        sandbox: &str,
+        key: &str,
+    ) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let port = listener.local_addr()?.port();
+        let state = Arc::new(State {
+            sandbox: sandbox.to_owned(),
+            key: key.to_owned(),
+            backend,
+            faults: Mutex::new(Faults::default()),
+            calls: Mutex::new(Vec::new()),
+        });
+        let served = Arc::clone(&state);
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let state = Arc::clone(&served);
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(move |req| {
+                        let state = Arc::clone(&state);
+                        async move { Ok::<_, Infallible>(handle(&state, req).await) }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        Ok(ToolboxServer {
+            url: format!("http://127.0.0.1:{port}/toolbox"),
+            sandbox: sandbox.to_owned(),
+            key: key.to_owned(),
+            state,
+            task,
+        })
+    }
+
+    /// Injects `faults` into the requests that follow.
+    pub fn set_faults(&self, faults: Faults) {
+        if let Ok(mut f) = self.state.faults.lock() {
+            *f = faults;
+        }
+    }
+
+    /// The requests served so far (`"POST /process/execute"`, ...).
+    pub fn calls(&self) -> Vec<String> {
+        self.state
+            .calls
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default()
+    }
+}
+
+async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
+    let faults = state.faults.lock().map(|f| f.clone()).unwrap_or_default();
+    let path = req.uri().path().to_owned();
+    let Some(rest) = path.strip_prefix("/toolbox/") else {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "not found: no route",
+            &path,
+            "NOT_FOUND",
+        );
+    };
+    let (sandbox, endpoint) = rest.split_once('/').unwrap_or((rest, ""));
+    let endpoint = format!("/{endpoint}");
+    let bearer = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if bearer != Some(state.key.as_str()) {
+        return json_error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized: authentication failed: Bearer token is invalid",
+            &path,
+            "UNAUTHORIZED",
+        );
+    }
+    if sandbox != state.sandbox {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            "sandbox container not found",
+            &path,
+            "NOT_FOUND",
+        );
+    }
+    if let Ok(mut calls) = state.calls.lock() {
+        calls.push(format!("{} {endpoint}", req.method()));
+    }
+    if let Some(s) = faults.status {
+        let status = StatusCode::from_u16(s).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return json_error(status, "injected failure", &path, "INTERNAL_SERVER_ERROR");
+    }
+    let query = req.uri().query().unwrap_or_default().to_owned();
+    match (req.method().clone(), endpoint.as_str()) {
+        (Method::POST, "/process/execute") => execute(state, req, &faults, &path).await,
+        (Method::POST, "/files/bulk-upload") => upload(state, req).await,
+        (Method::POST, "/files/bulk-download") => download(state, req, &faults).await,
+        (Method::DELETE, "/files" | "/files/") => delete(state, &query).await,
+        _ => json_error(
+            StatusCode::NOT_FOUND,
+            "not found: no route",
+            &path,
+            "NOT_FOUND",
+        ),
+    }
+}
+
+async fn execute(
+    state: &State,
+    req: Request<Incoming>,
+    faults: &Faults,
+    path: &str,
+) -> Response<Body> {
+    let Ok(body) = req.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "bad request: body",
+            path,
+            "BAD_REQUEST",
+        );
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) else {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "bad request: invalid request body",
+            path,
+            "BAD_REQUEST",
+        );
+    };
+    let command = v["command"].as_str().unwrap_or_default().to_owned();
+    if command.trim().is_empty() {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "bad request: command cannot be empty or whitespace-only",
+            path,
+            "BAD_REQUEST",
+        );
+    }
+    if faults.execute_hangs {
+        tokio::time::sleep(MAX_TIMEOUT).await;
+    }
+    let timeout = v["timeout"]
+        .as_u64()
+        .filter(|&t| t > 0)
+        .map_or(MAX_TIMEOUT, Duration::from_secs);
+    // The command is the shell's stdin; its stderr joins its stdout.
+    let mut argv = vec!["/bin/sh".to_owned(), "-c".to_owned()];
+    match v["cwd"].as_str() {
+        Some(cwd) => argv.extend([
+            "cd -- \"$1\" || exit 255; exec 2>&1; exec /bin/sh".to_owned(),
+            "toolbox".to_owned(),
+            cwd.to_owned(),
+        ]),
+        None => argv.push("exec 2>&1; exec /bin/sh".to_owned()),
+    }
+    let started = state.backend.start(ExecRequest {
+        argv,
+        timeout,
+        max_stderr: 1 << 20,
+    });
+    let mut p = match started.await {
+        Ok(p) => p,
+        Err(e) => return ok_json(serde_json::json!({"exitCode": -1, "result": e.to_string()})),
+    };
+    let _ = p.stdin.write_all(command.as_bytes()).await;
+    // Only closing the pipe ends the shell's input.
+    p.stdin = Box::new(tokio::io::sink());
+    let mut out = Vec::new();
+    let _ = p.stdout.read_to_end(&mut out).await;
+    let status = match p.control.wait().await {
+        Ok(s) => s,
+        Err(e) => return ok_json(serde_json::json!({"exitCode": -1, "result": e.to_string()})),
+    };
+    if status.timed_out {
+        return json_error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request timeout: command execution timeout",
+            path,
+            "REQUEST_TIMEOUT",
+        );
+    }
+    if status.exit_code == Some(255) && out.is_empty() {
+        // The cwd could not be entered: the daemon's start failure.
+        let why = String::from_utf8_lossy(&status.stderr).into_owned();
+        return ok_json(serde_json::json!({"exitCode": -1, "result": why}));
+    }
+    ok_json(serde_json::json!({
+        "exitCode": status.exit_code.unwrap_or(-1),
+        "result": String::from_utf8_lossy(&out),
+    }))
+}
+
+async fn upload(state: &State, req: Request<Incoming>) -> Response<Body> {
+    let boundary = req
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| multer::parse_boundary(v).ok());
+    let Some(boundary) = boundary else {
+        return json_status(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"errors": ["invalid multipart form"]}),
+        );
+    };
+    let mut parts = multer::Multipart::new(req.into_body().into_data_stream(), boundary);
+    let mut errors: Vec<String> = Vec::new();
+    let mut files = Vec::new();
+    let mut paths = std::collections::HashMap::new();
+    loop {
+        let mut field = match parts.next_field().await {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                errors.push(format!("reading part: {e}"));
+                break;
+            }
+        };
+        let name = field.name().unwrap_or_default().to_owned();
+        let index = name
+            .strip_prefix("files[")
+            .and_then(|n| n.split_once(']'))
+            .map(|(i, kind)| (i.to_owned(), kind.to_owned()));
+        match index {
+            Some((i, kind)) if kind == ".path" => match field.text().await {
+                Ok(p) if !p.trim().is_empty() => {
+                    paths.insert(i, p.trim().to_owned());
+                }
+                Ok(_) => errors.push(format!("path[{i}]: empty path")),
+                Err(e) => errors.push(format!("reading part: {e}")),
+            },
+            Some((i, kind)) if kind == ".file" => {
+                let Some(dest) = paths.get(&i).cloned() else {
+                    errors.push(format!("file[{i}]: missing .path metadata"));
+                    continue;
+                };
+                match write_file(state, &dest, &mut field).await {
+                    Ok(bytes) => files.push(serde_json::json!({"path": dest, "bytes": bytes})),
+                    Err(e) => {
+                        errors.push(format!("{dest}: {e}"));
+                        if e.starts_with("reading part") {
+                            break;
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // The daemon drains the body before it answers.
+    drop(parts);
+    if errors.is_empty() {
+        ok_json(serde_json::json!({ "files": files }))
+    } else {
+        json_status(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"errors": errors, "files": files}),
+        )
+    }
+}
+
+/// Streams one part into `dest` in the sandbox; the bytes written.
+async fn write_file(
+    state: &State,
+    dest: &str,
+    field: &mut multer::Field<'_>,
+) -> Result<u64, String> {
+    let mut p = state
+        .backend
+        .start(ExecRequest {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                "mkdir -p -- \"${1%/*}\" && exec cat > \"$1\"".into(),
+                "upload".into(),
+                dest.to_owned(),
+            ],
+            timeout: MAX_TIMEOUT,
+            max_stderr: 1 << 16,
+        })
+        .await
+        .map_err(|e| format!("create: {e}"))?;
+    let mut n = 0u64;
+    let mut cut = None;
+    loop {
+        match field.chunk().await {
+            Ok(Some(c)) => {
+                n += c.len() as u64;
+                if p.stdin.write_all(&c).await.is_err() {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                cut = Some(format!("reading part: {e}"));
+                break;
+            }
+        }
+    }
+    p.stdin = Box::new(tokio::io::sink());
+    let status = p.control.wait().await.map_err(|e| format!("write: {e}"))?;
+    if let Some(c) = cut {
+        return Err(c);
+    }
+    if status.exit_code != Some(0) {
+        return Err(format!(
+            "create: {}",
+            String::from_utf8_lossy(&status.stderr).trim()
+        ));
+    }
+    Ok(n)
+}
+
+async fn download(state: &State, req: Request<Incoming>, faults: &Faults) -> Response<Body> {
+    let body = req
+        .into_body()
+        .collect()
+        .await
+        .map(|b| b.to_bytes())
+        .unwrap_or_default();
+    let paths: Vec<String> = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v["paths"].as_array().cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| p.as_str().map(str::to_owned))
+        .collect();
+    if paths.is_empty() {
+        return json_status(
+            StatusCode::BAD_REQUEST,
+            serde_json::json!({"error": "request body must be {\"paths\": [ ... ]} and non-empty"}),
+        );
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(8);
+    let backend = Arc::clone(&state.backend);
+    let mut budget = faults.cut_download_after;
+    tokio::spawn(async move {
+        for path in paths {
+            if !send_part(&*backend, &path, &tx, &mut budget).await {
+                // Cut: the answer ends here, without its closing boundary.
+                return;
+            }
+        }
+        let _ = tx
+            .send(Ok(Frame::data(Bytes::from(format!("--{BOUNDARY}--\r\n")))))
+            .await;
+    });
+    let frames =
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(
+            http::header::CONTENT_TYPE,
+            format!("multipart/form-data; boundary={BOUNDARY}"),
+        )
+        .body(BoxBody::new(StreamBody::new(frames)))
+        .unwrap_or_else(|_| Response::new(empty()))
+}
+
+/// Sends `path`'s part; false once the injected cut happened.
+async fn send_part(
+    backend: &dyn ExecBackend,
+    path: &str,
+    tx: &tokio::sync::mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
+    budget: &mut Option<u64>,
+) -> bool {
+    let send = move |b: Bytes| async move { tx.send(Ok(Frame::data(b))).await.is_ok() };
+    let disposition = format!("filename=\"{path}\"; filename*=utf-8''{path}");
+    let started = backend
+        .start(ExecRequest {
+            argv: vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                // A failed `exec` redirection ends the shell (status 2), so
+                // a missing path is told apart first.
+                "[ -e \"$1\" ] || exit 3; exec 3<\"$1\"; [ ! -d /proc/self/fd/3 ] || exit 4; \
+                 stat -L -c %s /proc/self/fd/3 || exit 5; exec cat <&3"
+                    .into(),
+                "download".into(),
+                path.to_owned(),
+            ],
+            timeout: MAX_TIMEOUT,
+            max_stderr: 1 << 16,
+        })
+        .await;
+    let Ok(mut p) = started else {
+        return error_part(tx, path, &disposition, 500, "FILE_READ_FAILED").await;
+    };
+    p.stdin = Box::new(tokio::io::sink());
+    let mut out = tokio::io::BufReader::new(&mut p.stdout);
+    let mut size_line = String::new();
+    let _ = out.read_line(&mut size_line).await;
+    let Ok(size) = size_line.trim().parse::<u64>() else {
+        drop(out);
+        let code = p.control.wait().await.ok().and_then(|s| s.exit_code);
+        let (status, code) = match code {
+            Some(4) => (400, "INVALID_FILE_PATH"),
+            Some(3) => (404, "FILE_NOT_FOUND"),
+            _ => (500, "FILE_READ_FAILED"),
+        };
+        return error_part(tx, path, &disposition, status, code).await;
+    };
+    let head = format!(
+        "--{BOUNDARY}\r\nContent-Type: application/octet-stream\r\n\
+Content-Disposition: form-data; name=\"file\"; {disposition}\r\nContent-Length: {size}\r\n\r\n"
+    );
+    if !send(Bytes::from(head)).await {
+        return false;
+    }
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match out.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let mut chunk = &buf[..n];
+        if let Some(left) = budget.as_mut() {
+            let take = chunk
+                .len()
+                .min(usize::try_from(*left).unwrap_or(usize::MAX));
+            chunk = &chunk[..take];
+            *left -= take as u64;
+            if *left == 0 {
+                let _ = send(Bytes::copy_from_slice(chunk)).await;
+                p.control.abort();
+                return false;
+            }
+        }
+        if !send(Bytes::copy_from_slice(chunk)).await {
+            return false;
+        }
+    }
+    drop(out);
+    let _ = p.control.wait().await;
+    send(Bytes::from_static(b"\r\n")).await
+}
+
+async fn error_part(
+    tx: &tokio::sync::mpsc::Sender<Result<Frame<Bytes>, std::io::Error>>,
+    path: &str,
+    disposition: &str,
+    status: u16,
+    code: &str,
+) -> bool {
+    let message = match code {
+        "FILE_NOT_FOUND" => format!("file not found: {path}"),
+        "INVALID_FILE_PATH" => "path points to a directory".to_owned(),
+        _ => format!("failed to read file: {path}"),
+    };
+    let json = serde_json::json!({
+        "statusCode": status, "message": message, "code": code,
+        "timestamp": "2026-12-01T00:00:00Z", "path": path, "method": "POST",
+    });
+    let part = format!(
+        "--{BOUNDARY}\r\nContent-Type: application/json; charset=utf-8\r\n\
+Content-Disposition: form-data; name=\"error\"; {disposition}\r\n\r\n{json}\r\n"
+    );
+    tx.send(Ok(Frame::data(Bytes::from(part)))).await.is_ok()
+}
+
+async fn delete(state: &State, query: &str) -> Response<Body> {
+    let mut path = String::new();
+    let mut recursive = String::new();
+    for (k, v) in form_urlencoded::parse(query.as_bytes()) {
+        match &*k {
+            "path" => path = v.into_owned(),
+            "recursive" => recursive = v.into_owned(),
+            _ => {}
+        }
+    }
+    let started = state.backend.start(ExecRequest {
+        argv: vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            "[ -e \"$1\" ] || exit 3; if [ -d \"$1\" ] && [ \"$2\" != true ]; then exit 4; fi; \
+             exec rm -rf -- \"$1\""
+                .into(),
+            "delete".into(),
+            path,
+            recursive,
+        ],
+        timeout: MAX_TIMEOUT,
+        max_stderr: 1 << 16,
+    });
+    let code = match started.await {
+        Ok(mut p) => {
+            p.stdin = Box::new(tokio::io::sink());
+            p.control.wait().await.ok().and_then(|s| s.exit_code)
+        }
+        Err(_) => None,
+    };
+    let status = match code {
+        Some(0) => StatusCode::NO_CONTENT,
+        Some(3) => StatusCode::NOT_FOUND,
+        Some(4) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    Response::builder()
+        .status(status)
+        .body(empty())
+        .unwrap_or_else(|_| Response::new(empty()))
+}
+
+fn ok_json(v: serde_json::Value) -> Response<Body> {
+    json_status(StatusCode::OK, v)
+}
+
+fn json_status(status: StatusCode, v: serde_json::Value) -> Response<Body> {
+    Response::builder()
+        .status(status)
+        .header(
+            http::header::CONTENT_TYPE,
+            "application/json; charset=utf-8",
+        )
+        .body(full(v.to_string()))
+        .unwrap_or_else(|_| Response::new(empty()))
+}
+
+/// The daemon's and proxy's `ErrorResponse`.
+fn json_error(status: StatusCode, message: &str, path: &str, code: &str) -> Response<Body> {
+    json_status(
+        status,
+        serde_json::json!({
+            "statusCode": status.as_u16(), "message": message, "code": code,
+            "timestamp": "2026-12-01T00:00:00Z", "path": path, "method": "POST",
+        }),
+    )
+}
+
+fn full(s: String) -> Body {
+    BoxBody::new(Full::new(Bytes::from(s)).map_err(|never| match never {}))
+}
+
+fn empty() -> Body {
+    full(String::new())
+}
+
+/// Streams the whole stream, for tests that want it at once.
+pub async fn collect_stream<S, E>(mut s: S) -> Result<Vec<u8>, E>
+where
+    S: futures_util::Stream<Item = Result<Bytes, E>> + Unpin,
+{
+    let mut out = Vec::new();
+    while let Some(c) = s.next().await {
+        out.extend_from_slice(&c?);
+    }
+    Ok(out)
+}
