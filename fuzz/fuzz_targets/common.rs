@@ -40,3 +40,20 @@ pub fn dir_out(target: &Path) -> [SyncOperation; 1] {
 pub fn first_marker() -> Vec<u8> {
     format!("{:<511}\n", "SANDBOX-SYNC map 0 0").into_bytes()
 }
+
+#[allow(dead_code)] // the component target's, not the deadline target's
+/// An incremental sync-out's listing of mapping 0, framed as the program
+/// frames it (the sandbox's clock: now).
+pub fn listing_frame(listing: &[u8]) -> Vec<u8> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut out = format!(
+        "{:<511}\n",
+        format!("SANDBOX-SYNC list 0 {} {now}", listing.len())
+    )
+    .into_bytes();
+    out.extend_from_slice(listing);
+    out.resize(out.len() + (512 - listing.len() % 512) % 512, 0);
+    out
+}

@@ -3,6 +3,12 @@
 //! throw-away target. Oracle: a typed result (never a trap), nothing
 //! outside the target, no special file or set-id bit, every symlink
 //! resolving inside the target, bounded time.
+//!
+//! Input: a flag byte, then the stream. With the flag's low bit set the
+//! target already holds files (`a`, `d/b`, `host-only`) and the sync is
+//! incremental: the next two bytes (big-endian) are the length of the
+//! listing the sandbox frames first, so the fuzzer also drives the keep
+//! decisions and the kept files' linking into a hostile archive.
 #![no_main]
 
 #[path = "common.rs"]
@@ -54,14 +60,49 @@ fn check_tree(root: &Path, dir: &Path) {
     }
 }
 
+/// A target an earlier sync-out filled (mtime 1600000000, as the seeds
+/// list them).
+fn fill(target: &Path) {
+    let when = std::time::UNIX_EPOCH + Duration::from_secs(1_600_000_000);
+    std::fs::create_dir_all(target.join("d")).unwrap();
+    for (rel, body) in [
+        ("a", "old a\n"),
+        ("d/b", "old b\n"),
+        ("host-only", "host\n"),
+    ] {
+        let p = target.join(rel);
+        std::fs::write(&p, body).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_modified(when)
+            .unwrap();
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     let (tokio, runtime) = common::rt();
     let tmp = tempfile::tempdir().unwrap();
     let target: PathBuf = tmp.path().join("target");
-    let mut stdout = common::first_marker();
+    let (flag, mut data) = data.split_first().map_or((0, data), |(f, d)| (*f, d));
+    let incremental = flag & 1 == 1;
+    let mut stdout = Vec::new();
+    if incremental {
+        fill(&target);
+        let len = data
+            .get(..2)
+            .map_or(0, |b| usize::from(u16::from_be_bytes([b[0], b[1]])));
+        let rest = data.get(2..).unwrap_or_default();
+        let (listing, rest) = rest.split_at(len.min(rest.len()));
+        stdout.extend(common::listing_frame(listing));
+        data = rest;
+    }
+    stdout.extend(common::first_marker());
     stdout.extend_from_slice(data);
     let ops = common::dir_out(&target);
     let mut opts = SyncOptions::new("/ws");
+    opts.incremental = incremental;
     opts.timeout = Duration::from_secs(5);
     opts.max_output_bytes = 64 << 20;
     opts.max_entries = 10_000;

@@ -50,7 +50,21 @@ fn main() -> anyhow::Result<()> {
         let mut framed = bytes.clone();
         framed.extend(mark("op 0"));
         framed.extend(mark("end"));
-        std::fs::write(out.join("component_sync_out").join(name), &framed)?;
+        // Flag 0: a fresh target; flag 1: a filled one, incremental, whose
+        // listing (length first) names its `a` and `d/b` as they are.
+        let mut fresh = vec![0u8];
+        fresh.extend(&framed);
+        std::fs::write(out.join("component_sync_out").join(name), &fresh)?;
+        let listing = b"6 1600000000 1600000000 644 ./a\n6 1600000000 1600000000 644 ./d/b\n";
+        let mut kept = vec![1u8];
+        kept.extend((listing.len() as u16).to_be_bytes());
+        kept.extend(listing);
+        kept.extend(&framed);
+        std::fs::write(
+            out.join("component_sync_out")
+                .join(format!("{name}-incremental")),
+            &kept,
+        )?;
         // The deadline target (each run lasts up to its timeout): a few
         // shapes, with no stall, a pause and a hang mid-stream.
         if !DEADLINE_SEEDS.contains(&name) {
