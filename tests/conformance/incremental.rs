@@ -213,7 +213,52 @@ fn a_tree_past_the_lookahead_lands_and_resyncs(u: Env) {
     assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
 }
 
+/// A file mapping whose target already holds the source's file (same
+/// size, mtime and the mode the mapping gives it) leaves it as it is; a
+/// changed source, another mode or a racy target sends it again.
+fn a_file_mapping_resync_keeps_its_target(u: Env) {
+    let sb = Sandbox::new(u);
+    write_old(&sb, "big.bin", &incompressible(300_000));
+    let src = sb.host.join("src/big.bin");
+    let sync_file = |mode: Option<u32>| {
+        let mut m = file(&src, sb.remote("ws/big.bin"));
+        m.mode = mode;
+        let mut opts = sb.options();
+        opts.incremental = true;
+        sb.sync_in_with(&[op("in", vec![m])], &opts)
+            .expect("sync-in")
+    };
+    let target = sb.remote_on_host("ws/big.bin");
+    let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(&target).unwrap());
+    sync_file(None);
+    let before = inode();
+    let again = sync_file(None);
+    assert_execs(again.execs, 1);
+    if keeps_unchanged() {
+        assert_eq!(again.operations[0].files_transferred, 0, "{again:?}");
+        assert!(again.operations[0].bytes_transferred < 4096, "{again:?}");
+        assert_eq!(inode(), before, "the target was left as it is");
+    }
+    // Another mode: sent again, and the target gets it.
+    let moded = sync_file(Some(0o600));
+    assert_eq!(moded.operations[0].files_transferred, 1, "{moded:?}");
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // A changed source at the same size: sent again.
+    let mut changed = std::fs::read(&src).unwrap();
+    changed[0] ^= 0xff;
+    std::fs::write(&src, &changed).unwrap();
+    set_mtime(&src, SystemTime::now() - Duration::from_secs(1800));
+    let again = sync_file(Some(0o600));
+    assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    assert_eq!(std::fs::read(&target).unwrap(), changed);
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 for_each_userland!(
+    a_file_mapping_resync_keeps_its_target,
     a_tree_past_the_lookahead_lands_and_resyncs,
     resync_lands_what_a_full_sync_lands,
     unchanged_resync_sends_almost_nothing,

@@ -1,7 +1,9 @@
 //! Incremental sync-in: which host files the targets already hold.
 //!
 //! A kept file leaves the archive and is named in a `k<k>` member instead,
-//! which the program copies from the old target into the staged tree.
+//! which the program copies from the old target into the staged tree; a
+//! file mapping whose target is kept gets an empty `kf<k>` member instead
+//! of its file, and the program leaves that target as it is.
 //!
 //! A target file is the source's when size, mode and mtime (seconds) match
 //! and it is not "racy" (as git calls it): its bytes were read at least a
@@ -22,12 +24,16 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sandbox_sync_core::plan::{Planned, PlannedKind};
-use sandbox_sync_core::script::Listing;
+use sandbox_sync_core::script::{Listed, Listing};
 use sandbox_sync_core::IN_FLIGHT_SECS;
 
 /// Decides, member by member, what the targets already hold.
 pub struct Keeper<'l> {
     listing: &'l Listing,
+    /// File mappings that may keep their target, with the mode it must have.
+    file_modes: &'l BTreeMap<usize, u32>,
+    /// File mappings whose target is kept.
+    kept_files: Vec<usize>,
     /// The most the sandbox's clock can be ahead of ours; `None`: the
     /// program listed nothing, so nothing is kept.
     ahead: Option<i64>,
@@ -39,14 +45,16 @@ pub struct Keeper<'l> {
 }
 
 impl<'l> Keeper<'l> {
-    pub fn new(listing: &'l Listing, sent_at: i64) -> Self {
+    pub fn new(listing: &'l Listing, file_modes: &'l BTreeMap<usize, u32>, sent_at: i64) -> Self {
         // A second for each clock's rounding.
         let ahead = listing
             .now
-            .filter(|_| !listing.dirs.is_empty())
+            .filter(|_| !listing.dirs.is_empty() || !listing.files.is_empty())
             .map(|now| now.saturating_sub(sent_at).saturating_add(2));
         Keeper {
             listing,
+            file_modes,
+            kept_files: Vec::new(),
             ahead,
             lists: BTreeMap::new(),
             counted: Vec::new(),
@@ -67,6 +75,23 @@ impl<'l> Keeper<'l> {
         let PlannedKind::HostFile { grant, stamp, .. } = &p.kind else {
             return false;
         };
+        let settled = |l: &Listed| {
+            l.size == stamp.size
+                && l.mtime == stamp.mtime_sec
+                && l.ctime.saturating_sub(ahead)
+                    > stamp.mtime_sec.saturating_add(1 + IN_FLIGHT_SECS)
+        };
+        if let (Some(l), Some(&mode)) = (self.listing.files.get(grant), self.file_modes.get(grant))
+        {
+            // A file mapping's member is f<k>; its target must already
+            // have the mode the mapping gives it.
+            if *p.name == *format!("f{grant}") && settled(l) && l.mode == mode {
+                self.kept_files.push(*grant);
+                self.counted.push((*grant, p.member().archive_len()));
+                return true;
+            }
+            return false;
+        }
         let Some(files) = self.listing.dirs.get(grant) else {
             return false;
         };
@@ -75,13 +100,9 @@ impl<'l> Keeper<'l> {
         let Some(rel) = p.name.strip_prefix(self.prefix.as_str()) else {
             return false;
         };
-        let same = files.get(rel).is_some_and(|l| {
-            l.size == stamp.size
-                && l.mode == p.mode
-                && l.mtime == stamp.mtime_sec
-                && l.ctime.saturating_sub(ahead)
-                    > stamp.mtime_sec.saturating_add(1 + IN_FLIGHT_SECS)
-        });
+        let same = files
+            .get(rel)
+            .is_some_and(|l| l.mode == p.mode && settled(l));
         if !same || rel.contains(['\n', '\\']) {
             return false;
         }
@@ -94,11 +115,20 @@ impl<'l> Keeper<'l> {
         true
     }
 
-    /// The `k<k>` members naming the files kept so far.
+    /// The `k<k>` members naming the files kept so far, and an empty
+    /// `kf<k>` per file mapping whose target is kept.
     pub fn lists(&self) -> impl Iterator<Item = Planned> + '_ {
-        self.lists.iter().map(|(k, list)| Planned {
-            name: format!("k{k}").into(),
-            kind: PlannedKind::Inline(list.clone()),
+        let lists = self
+            .lists
+            .iter()
+            .map(|(k, list)| (format!("k{k}"), list.clone()));
+        let files = self
+            .kept_files
+            .iter()
+            .map(|k| (format!("kf{k}"), Vec::new()));
+        lists.chain(files).map(|(name, body)| Planned {
+            name: name.into(),
+            kind: PlannedKind::Inline(body),
             mode: 0o600,
             mtime: 0,
         })

@@ -10,6 +10,8 @@ mod archive;
 mod keep;
 mod report;
 
+use std::collections::BTreeMap;
+
 use sandbox_sync_core::outcome::{self, Operation};
 use sandbox_sync_core::plan::{file_source, mtime, DirWalk, Planned, PlannedKind, Stamp};
 use sandbox_sync_core::plan_log::PlanLog;
@@ -157,6 +159,8 @@ struct Plan<'a> {
     offer: &'static [Codec],
     /// The operation of each mapping.
     mapping_op: Vec<usize>,
+    /// File mappings whose target may be kept, with the mode it must have.
+    file_modes: BTreeMap<usize, u32>,
 }
 
 impl Plan<'_> {
@@ -190,6 +194,7 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
     let mut k = 0;
     let incremental = codec::incremental();
     let mut mapping_op = Vec::with_capacity(sources.len());
+    let mut file_modes = BTreeMap::new();
     for (i, op) in req.operations.iter().enumerate() {
         let (mut files, mut bytes) = (0u64, 0u64);
         for m in &op.files {
@@ -204,6 +209,10 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
                     let name = format!("f{k}");
                     files += 1;
                     bytes += meta.size;
+                    if incremental {
+                        script.reuse_file(k, &target)?;
+                        file_modes.insert(k, m.mode.unwrap_or(meta.mode & 0o777));
+                    }
                     script.put_file(&name, parent, base, m.mode)?;
                     members.push(&Planned {
                         name: name.into(),
@@ -285,6 +294,7 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
         results,
         offer,
         mapping_op,
+        file_modes,
     })
 }
 
@@ -372,7 +382,7 @@ fn deliver(
     if !done && !streaming {
         walker.fill(&mut plan.members, usize::MAX).map_err(refuse)?;
     }
-    let mut keeper = Keeper::new(&listing, sent_at);
+    let mut keeper = Keeper::new(&listing, &plan.file_modes, sent_at);
     let skip: Vec<bool> = if keeper.is_idle() {
         Vec::new()
     } else {

@@ -118,6 +118,14 @@ _ss_list() {
   fi
   printf '%s listed %s\n' "$_ss_TAG" "$1"
 }
+# Reports the target $2 of file mapping $1 as "<TAG> file <k> size mtime
+# ctime mode" when it is a regular file inside the remote dir.
+_ss_listf() {
+  if [ -f "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
+    _ss_l=$(stat -c '%s %Y %Z %a' "$_ss_r" 2>/dev/null) && printf '%s file %s %s\n' "$_ss_TAG" "$1" "$_ss_l"
+  fi
+  return 0
+}
 # Files can be kept with GNU tar's -T or, elsewhere (BusyBox tar has no
 # -T), with cpio.
 _ss_keepable() { [ "$_ss_gnutar" = 1 ] || command -v cpio >/dev/null 2>&1; }

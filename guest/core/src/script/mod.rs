@@ -432,6 +432,22 @@ impl InboundScript {
         self.put("_ss_file", staged, parent, base, mode)
     }
 
+    /// Lets file mapping `k` keep the file its target `target` already
+    /// holds: before extracting, the program reports the target's
+    /// `<TAG> file <k> <size> <mtime> <ctime> <mode>` when it is a regular
+    /// file inside the remote dir (see [`ListingParser`](super::ListingParser)),
+    /// and where the archive then brings a member `kf<k>` instead of the
+    /// staged file the target is left as it is. Call it right before the
+    /// mapping's [`Self::put_file`], which it makes conditional.
+    ///
+    /// # Errors
+    /// When the target cannot be quoted (NUL).
+    pub fn reuse_file(&mut self, k: usize, target: &str) -> Result<(), Error> {
+        let _ = writeln!(self.listing, "_ss_listf {k} {}", sh_quote(target)?);
+        let _ = write!(self.ops, "[ -e /proc/self/fd/9/kf{k} ] || ");
+        Ok(())
+    }
+
     /// Replaces directory `parent/base` with the staged tree `staged`.
     ///
     /// # Errors

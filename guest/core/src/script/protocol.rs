@@ -95,8 +95,10 @@ pub struct Listed {
 /// and the sandbox's clock when it finished listing.
 #[derive(Debug, Default)]
 pub struct Listing {
-    /// Files per mapping.
+    /// Files per directory mapping.
     pub dirs: std::collections::BTreeMap<usize, std::collections::HashMap<String, Listed>>,
+    /// The target of each file mapping that holds a regular file.
+    pub files: std::collections::BTreeMap<usize, Listed>,
     /// `date +%s` in the sandbox after the listings.
     pub now: Option<i64>,
 }
@@ -127,6 +129,15 @@ impl ListingParser {
                     if k.parse() == Ok(open_k) {
                         self.done.dirs.insert(open_k, files);
                     }
+                }
+                true
+            }
+            (Some(TAG), Some("file"), Some(rest)) if self.open.is_none() => {
+                if let Some((k, entry)) = rest
+                    .split_once(' ')
+                    .and_then(|(k, stat)| Some((k.parse().ok()?, listed_stat(stat)?)))
+                {
+                    self.done.files.insert(k, entry);
                 }
                 true
             }
@@ -164,15 +175,26 @@ pub fn parse_listing(bytes: &[u8]) -> std::collections::HashMap<String, Listed> 
 
 /// One `<size> <mtime> <ctime> <mode> ./<path>` line.
 fn listed(line: &str) -> Option<(&str, Listed)> {
-    let mut w = line.splitn(5, ' ');
+    // The path is everything after the fourth space.
+    let mut at = 0;
+    for _ in 0..4 {
+        at += line[at..].find(' ')? + 1;
+    }
+    let entry = listed_stat(&line[..at - 1])?;
+    let path = line[at..].strip_prefix("./")?;
+    (!path.is_empty()).then_some((path, entry))
+}
+
+/// `<size> <mtime> <ctime> <mode>` (octal mode).
+fn listed_stat(stat: &str) -> Option<Listed> {
+    let mut w = stat.split(' ');
     let entry = Listed {
         size: w.next()?.parse().ok()?,
         mtime: w.next()?.parse().ok()?,
         ctime: w.next()?.parse().ok()?,
         mode: u32::from_str_radix(w.next()?, 8).ok()?,
     };
-    let path = w.next()?.strip_prefix("./")?;
-    (!path.is_empty()).then_some((path, entry))
+    w.next().is_none().then_some(entry)
 }
 
 /// A frame marker the outbound program prints between tar streams.
@@ -367,6 +389,17 @@ SANDBOX-SYNC list 3\n\
         );
         assert_eq!(files["x"].mode, 0o4755);
         assert_eq!(files.len(), 2);
+        let mut p = ListingParser::default();
+        for line in [
+            "SANDBOX-SYNC file 4 12 1700000000 1700000100 600",
+            "SANDBOX-SYNC file 5 12 1700000000 1700000100",
+            "SANDBOX-SYNC file x 1 1 1 644",
+        ] {
+            assert!(p.line(line));
+        }
+        let l = p.finish();
+        assert_eq!(l.files.len(), 1);
+        assert_eq!(l.files[&4].mode, 0o600);
         let framed = parse_listing(
             b"12 1700000000 1700000100 644 ./a b/c.txt\njunk\n\xff\xfe 1 1 644 ./x\n3 1 1 600 ./d/e",
         );
