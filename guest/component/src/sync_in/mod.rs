@@ -35,6 +35,10 @@ use archive::ArchiveWriter;
 use keep::Keeper;
 use report::{read_report, read_status};
 
+/// The smallest file mapping whose target a re-sync may keep: below it,
+/// sending the file costs less than the `stat` that could spare it.
+const KEEP_FILE_MIN: u64 = 16 << 10;
+
 /// Members walked before the program's report is read (about 2 MiB of
 /// plan). When its tar can take an archive of unknown length the rest is
 /// walked while sending, so a plan never holds more; otherwise the whole
@@ -209,7 +213,7 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
                     let name = format!("f{k}");
                     files += 1;
                     bytes += meta.size;
-                    if incremental {
+                    if incremental && meta.size >= KEEP_FILE_MIN {
                         script.reuse_file(k, &target)?;
                         file_modes.insert(k, m.mode.unwrap_or(meta.mode & 0o777));
                     }

@@ -69,6 +69,7 @@ _ss_S="$_ss_root/$_ss_scratch"
 mkdir -m 700 "$_ss_S" || _ss_die "$_ss_E_MKDIR" 'cannot create the scratch dir'
 _ss_tag=$_ss_scratch
 _ss_pending=
+_ss_now=
 _ss_watch=
 _ss_cp=
 _ss_zp=

@@ -115,16 +115,28 @@ _ss_list() {
   printf '%s list %s\n' "$_ss_TAG" "$1"
   if _ss_keepable && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
     _ss_files "$_ss_r"
+    _ss_now=${_ss_now:-date}
   fi
   printf '%s listed %s\n' "$_ss_TAG" "$1"
 }
 # Reports the target $2 of file mapping $1 as "<TAG> file <k> size mtime
-# ctime mode" when it is a regular file inside the remote dir.
+# ctime mode" when it is a regular file inside the remote dir. The same
+# stat reads the scratch dir's ctime, which stands for the sandbox's clock
+# (read after the host sent the program, it bounds the clock's skew as
+# `date` would, without a fork of its own).
 _ss_listf() {
   if [ -f "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
-    _ss_l=$(stat -c '%s %Y %Z %a' "$_ss_r" 2>/dev/null) && printf '%s file %s %s\n' "$_ss_TAG" "$1" "$_ss_l"
+    _ss_l=$(stat -c '%s %Y %Z %a' "$_ss_r" "$_ss_S" 2>/dev/null) || return 0
+    printf '%s file %s %s\n' "$_ss_TAG" "$1" "${_ss_l%%"$_ss_nl"*}"
+    _ss_l=${_ss_l##*"$_ss_nl"}; _ss_l=${_ss_l#* }; _ss_l=${_ss_l#* }
+    [ "$_ss_now" = date ] || _ss_now=${_ss_l%% *}
   fi
   return 0
+}
+# Reports the sandbox's clock once anything was listed.
+_ss_clock() {
+  [ "$_ss_now" != date ] || _ss_now=$(date +%s)
+  [ -z "$_ss_now" ] || printf '%s now %s\n' "$_ss_TAG" "$_ss_now"
 }
 # Files can be kept with GNU tar's -T or, elsewhere (BusyBox tar has no
 # -T), with cpio.

@@ -384,7 +384,7 @@ impl InboundScript {
     /// already holds: before extracting, the program lists the target's
     /// regular files (`<TAG> list <k>`, then `<size> <mtime> <ctime> <mode>
     /// ./<path>` lines, then `<TAG> listed <k>`; after all of them
-    /// `<TAG> now <date +%s>`; see
+    /// `<TAG> now <seconds>`, the sandbox's clock; see
     /// [`ListingParser`](super::ListingParser)); after it, the files named
     /// in member `k<k>` are copied from the target into the staged tree,
     /// which is then promoted as ever. The program then reads the archive's
@@ -556,7 +556,7 @@ else head -c \"$_ss_len\" | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 
             );
             if !self.listing.is_empty() {
                 s.push_str(&self.listing);
-                s.push_str("printf '%s now %s\\n' \"$_ss_TAG\" \"$(date +%s)\"\n");
+                s.push_str("_ss_clock\n");
             }
             let caps = if self.compression { "$(_ss_caps)" } else { "" };
             // GNU tar stops at the end marker: the host may then send
