@@ -204,7 +204,50 @@ fn host_only_files_do_not_survive(u: Env) {
     assert_same_tree(&full(&sb), &target);
 }
 
+/// A file mapping whose host target already holds the sandbox's file
+/// (16 KiB and more) is left as it is; a changed source comes back, and a
+/// mapping mode the target lacks sends it again.
+fn a_file_mapping_resync_out_keeps_its_target(u: Env) {
+    let sb = Sandbox::new(u);
+    write_old(&sb, "big.bin", &incompressible(100_000));
+    let target = sb.host.join("back/big.bin");
+    let sync_file = |mode: Option<u32>| {
+        let mut m = file_out(sb.remote("proj/big.bin"), &target);
+        m.mode = mode;
+        let mut opts = sb.options();
+        opts.incremental = true;
+        sb.sync_out_with(&[op("out", vec![m])], &opts)
+            .expect("sync-out")
+    };
+    sync_file(None);
+    let before = std::fs::metadata(&target).unwrap().ino();
+    let again = sync_file(None);
+    assert_execs(again.execs, 1);
+    if keeps(u) {
+        assert_eq!(again.operations[0].files_transferred, 0, "{again:?}");
+        assert_eq!(std::fs::metadata(&target).unwrap().ino(), before);
+    } else {
+        assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    }
+    let moded = sync_file(Some(0o600));
+    assert_eq!(moded.operations[0].files_transferred, 1, "{moded:?}");
+    assert_eq!(
+        std::fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let p = sb.remote_on_host("proj/big.bin");
+    let mut changed = std::fs::read(&p).unwrap();
+    changed[7] ^= 0xff;
+    std::fs::write(&p, &changed).unwrap();
+    set_mtime(&p, SystemTime::now() - Duration::from_secs(1800));
+    let again = sync_file(Some(0o600));
+    assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    assert_eq!(std::fs::read(&target).unwrap(), changed);
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 for_each_userland!(
+    a_file_mapping_resync_out_keeps_its_target,
     resync_out_lands_what_a_full_sync_lands,
     unchanged_resync_out_moves_almost_nothing,
     a_racy_file_comes_back_again,

@@ -49,5 +49,10 @@ pub const WIT_VERSION: &str = "0.2.3";
 /// more on the next.
 pub const IN_FLIGHT_SECS: i64 = 10;
 
+/// Incremental syncs: the smallest file mapping whose target a re-sync may
+/// keep. Below it, sending the file costs less than the `stat` that could
+/// spare it.
+pub const KEEP_FILE_MIN: u64 = 16 << 10;
+
 /// Prefix of every scratch name; the orchestrator's wipe step preserves it.
 pub const SCRATCH_PREFIX: &str = ".paperclip-upload";

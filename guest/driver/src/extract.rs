@@ -223,6 +223,25 @@ pub fn stage_file<'a, I: ArchiveInput>(
     Ok((1, Some(entry.size), pending))
 }
 
+/// A file mapping whose target the host keeps: the sandbox owes an empty
+/// archive, and nothing is staged.
+///
+/// # Errors
+/// A member arrived anyway (`unsafe-archive`), or the stream broke.
+pub fn expect_empty<I: ArchiveInput>(
+    input: &mut I,
+    m: &FileMapping,
+    limits: Limits,
+) -> Result<(), SyncError> {
+    match Parser::new(limits).next_entry(input)? {
+        None => Ok(()),
+        Some(e) => Err(SyncError::UnsafeArchive(format!(
+            "{:?} arrived for {}, which the host keeps",
+            e.path, m.source_path
+        ))),
+    }
+}
+
 /// A directory mapping: extract into a fresh staging dir inside the target,
 /// add the `kept` files from the target (see [`extract`]) and give it the
 /// mapping's mode; committing has the host swap it in for the target all
@@ -295,7 +314,6 @@ pub fn stage_dir<'a, I: ArchiveInput>(
 /// where the archive brought its directory: the archive, not the listing
 /// the sandbox gave before it, decides the tree's shape, and a kept file
 /// passes the same policy as a member (a duplicate is refused).
-#[allow(clippy::too_many_arguments)]
 pub fn extract<I: ArchiveInput>(
     input: &mut I,
     grant: &GrantedDir,

@@ -181,6 +181,11 @@ impl GrantedDir {
 
     /// `lstat` beneath the grant.
     pub fn stat(&self, path: &str) -> Result<Metadata, FsError> {
+        Ok(self.stat_times(path)?.metadata)
+    }
+
+    /// [`Self::stat`] with the ctime, named for the path's last component.
+    pub fn stat_times(&self, path: &str) -> Result<DirEntryTimes, FsError> {
         let p = self.rel(path)?;
         let meta = if p == Path::new(".") {
             self.dir.dir_metadata()
@@ -189,7 +194,11 @@ impl GrantedDir {
         };
         let meta = meta.map_err(|e| fs_error(path, &e))?;
         let link_target = link_target(&self.dir, p, &meta, path)?;
-        Ok(to_metadata(&meta, link_target))
+        Ok(DirEntryTimes {
+            name: path.rsplit('/').next().unwrap_or(path).to_owned(),
+            ctime_sec: meta.ctime(),
+            metadata: to_metadata(&meta, link_target),
+        })
     }
 
     /// `stat` beneath the grant, following symlinks only while they stay

@@ -58,6 +58,14 @@ impl HostGrantedDir for ShimState {
         Ok(self.table.get(&this)?.read_dir_stat(&path)?)
     }
 
+    async fn stat_times(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+    ) -> FsResult<DirEntryTimes> {
+        Ok(self.table.get(&this)?.stat_times(&path)?)
+    }
+
     async fn read_dir_times(
         &mut self,
         this: Resource<GrantedDir>,

@@ -18,6 +18,7 @@ use sandbox_sync_core::plan_log::PlanLog;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, Codec, InboundScript};
 use sandbox_sync_core::tar_write;
+use sandbox_sync_core::KEEP_FILE_MIN;
 use sandbox_sync_driver::codec::{self, AUTO_MIN_BYTES};
 use sandbox_sync_driver::errors::exit;
 use sandbox_sync_driver::plan::{check_modes, command_cwd};
@@ -34,10 +35,6 @@ use sandbox_sync_driver::io::{self, StreamError};
 use archive::ArchiveWriter;
 use keep::Keeper;
 use report::{read_report, read_status};
-
-/// The smallest file mapping whose target a re-sync may keep: below it,
-/// sending the file costs less than the `stat` that could spare it.
-const KEEP_FILE_MIN: u64 = 16 << 10;
 
 /// Members walked before the program's report is read (about 2 MiB of
 /// plan). When its tar can take an archive of unknown length the rest is

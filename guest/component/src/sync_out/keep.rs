@@ -1,4 +1,5 @@
 //! Incremental sync-out: which files the host targets already hold.
+//! (A file mapping lists its source as `f`, and its target is one `stat`.)
 //!
 //! Before its archives the program frames each listed source's regular
 //! files (size, mtime, mode); the component walks the host target and
@@ -25,13 +26,18 @@
 use std::collections::{HashMap, HashSet};
 
 use sandbox_sync_core::exclude::Excluder;
+use sandbox_sync_core::sandbox_path::split_parent;
 use sandbox_sync_core::script::{parse_listing, Listed, Marker};
 use sandbox_sync_core::tar_read::Source;
 use sandbox_sync_core::tar_write::padding;
 use sandbox_sync_core::{IN_FLIGHT_SECS, SCRATCH_PREFIX};
 
-use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{EntryKind, GrantedDir};
-use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{FileMapping, SyncError};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
+    EntryKind, FsError, GrantedDir,
+};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
+    FileMapping, MappingKind, SyncError,
+};
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::errors::fs;
 use sandbox_sync_driver::extract::{Kept, HOST_MASK};
@@ -80,13 +86,21 @@ pub fn exchange(
         let m = mappings[k];
         let excluder = Excluder::new(&m.exclude)?;
         let skew = now.saturating_sub(arrived);
-        let held = held(targets[k], &files, &m.target_path)?;
+        let held = match m.kind {
+            MappingKind::Directory => held(targets[k], &files, &m.target_path)?,
+            MappingKind::File => held_file(targets[k], &files, &m.target_path)?,
+        };
         let mut names = Vec::new();
         let mut keep = Vec::new();
         for (path, l, h) in held {
             let settled = h.ctime.saturating_add(skew) > l.mtime.saturating_add(2 + IN_FLIGHT_SECS);
+            // The mode the target got when it landed.
+            let mode = match m.kind {
+                MappingKind::File => m.mode.unwrap_or(l.mode & HOST_MASK),
+                MappingKind::Directory => l.mode & HOST_MASK,
+            };
             let same = l.size == h.size
-                && l.mode & HOST_MASK == h.mode
+                && mode == h.mode
                 && l.mtime == h.mtime
                 && settled
                 && !path.contains(['\n', '\\'])
@@ -110,6 +124,34 @@ pub fn exchange(
         .and_then(|()| io::flush(stdin))
         .map_err(|e| SyncError::Transport(format!("failed to send the keep lists: {e}")))?;
     Ok(kept)
+}
+
+/// A file mapping's target, when the sandbox listed its source (as `f`)
+/// and the target is a regular file.
+fn held_file<'l>(
+    parent: &GrantedDir,
+    files: &'l HashMap<String, Listed>,
+    target: &str,
+) -> Result<Vec<(String, &'l Listed, Held)>, SyncError> {
+    let Some(l) = files.get("f") else {
+        return Ok(Vec::new());
+    };
+    let (_, base) = split_parent(target);
+    let e = match parent.stat_times(base) {
+        Ok(e) => e,
+        Err(FsError::NotFound(_)) => return Ok(Vec::new()),
+        Err(e) => return Err(fs("stat", target, e)),
+    };
+    if e.metadata.kind != EntryKind::File {
+        return Ok(Vec::new());
+    }
+    let h = Held {
+        size: e.metadata.size,
+        mode: e.metadata.mode,
+        mtime: e.metadata.mtime_sec,
+        ctime: e.ctime_sec,
+    };
+    Ok(vec![("f".to_owned(), l, h)])
 }
 
 /// A regular file of the host target, as `read-dir-times` gave it.

@@ -11,12 +11,15 @@ mod keep;
 use std::collections::HashMap;
 
 use sandbox_sync_core::exclude::Excluder;
-use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir};
+use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, Marker, OutboundScript};
 use sandbox_sync_core::tar_read::{Limits, Source};
 use sandbox_sync_core::tar_write::BLOCK;
+use sandbox_sync_core::KEEP_FILE_MIN;
 
-use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
+    EntryKind, FsError, GrantedDir,
+};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{Compression, Execution};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     FileMapping, MappingKind, OperationResult, SyncError, SyncRequest,
@@ -24,7 +27,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{exit, from_status, fs};
-use sandbox_sync_driver::extract::{stage_dir, stage_file, Kept, Pending};
+use sandbox_sync_driver::extract::{expect_empty, stage_dir, stage_file, Kept, Pending};
 use sandbox_sync_driver::io::{self, GuardedInput};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
@@ -51,6 +54,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let mut listed = Vec::new();
     // The first source and whether it is a directory: `auto` samples it.
     let mut first: Option<(String, bool)> = None;
+    // The mapping's index among all mappings (its grant's).
+    let mut k = 0;
     for (i, op) in req.operations.iter().enumerate() {
         if !op.post_upload_commands.is_empty() {
             return Err(SyncError::InvalidRequest(format!(
@@ -59,10 +64,17 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             )));
         }
         for (j, m) in op.files.iter().enumerate() {
-            let k = listed_k(&mappings, i, j);
             let source = confine(&root, &m.source_path, "source")?;
             match m.kind {
-                MappingKind::File => script.file(i, j, &source)?,
+                MappingKind::File => {
+                    let (_, base) = split_parent(&m.target_path);
+                    let list = incremental && holds_big_file(targets[k], base, &m.target_path)?;
+                    if list {
+                        script.list_file(k, &source)?;
+                        listed.push(k);
+                    }
+                    script.file(i, j, &source, list.then_some(k))?;
+                }
                 MappingKind::Directory => {
                     Excluder::new(&m.exclude)?;
                     let list = incremental && holds_files(targets[k], &m.target_path)?;
@@ -75,6 +87,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                 }
             }
             first.get_or_insert((source, m.kind == MappingKind::Directory));
+            k += 1;
         }
         script.op_done(i);
     }
@@ -186,9 +199,14 @@ struct Channel<'a> {
     listed: &'a [usize],
 }
 
-/// The index among all mappings of mapping `j` of operation `i`.
-fn listed_k(mappings: &[(usize, usize, &FileMapping)], i: usize, j: usize) -> usize {
-    mappings.partition_point(|&(a, b, _)| (a, b) < (i, j))
+/// Whether a file mapping's target `base` (in its parent's grant) is a
+/// regular file big enough to be worth keeping.
+fn holds_big_file(parent: &GrantedDir, base: &str, shown: &str) -> Result<bool, SyncError> {
+    match parent.stat_times(base) {
+        Ok(e) => Ok(e.metadata.kind == EntryKind::File && e.metadata.size >= KEEP_FILE_MIN),
+        Err(FsError::NotFound(_)) => Ok(false),
+        Err(e) => Err(fs("stat", shown, e)),
+    }
 }
 
 /// Whether a target holds anything a re-sync could keep (not scratch).
@@ -249,7 +267,14 @@ fn receive<'a>(
             expect_marker(input, &Marker::Mapping { op: i, map: j })?;
             let (_, _, m) = mappings[k];
             let before = input.total();
+            let keeps = kept.get(&k).is_some_and(|v| !v.is_empty());
             let (files, bytes, pending) = match m.kind {
+                MappingKind::File if keeps => {
+                    // The target stays as it is; nothing moved.
+                    expect_empty(input, m, limits)?;
+                    k += 1;
+                    continue;
+                }
                 MappingKind::File => stage_file(input, targets[k], m, limits)?,
                 MappingKind::Directory => {
                     let kept = kept.get(&k).map_or(&[][..], Vec::as_slice);

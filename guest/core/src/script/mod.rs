@@ -631,6 +631,18 @@ impl OutboundScript {
         Ok(())
     }
 
+    /// [`Self::list_dir`] for file mapping `k`'s regular file `source`: its
+    /// listing is one line, for `./f`, and a non-empty answer (naming `f`)
+    /// makes the program send an empty archive for it (see [`Self::file`]).
+    ///
+    /// # Errors
+    /// When the source cannot be quoted (NUL).
+    pub fn list_file(&mut self, k: usize, source: &str) -> Result<(), Error> {
+        let _ = writeln!(self.listing, "_ss_olistf {k} {}", sh_quote(source)?);
+        let _ = writeln!(self.answer, "_ss_okeep {k}");
+        Ok(())
+    }
+
     /// Compresses the output with the first of `prefer` the sandbox can
     /// run: the program first prints a plain [`Marker::Codec`] naming it
     /// (or `none`), then everything else through it. With `sample` (a
@@ -666,13 +678,22 @@ impl OutboundScript {
         let _ = writeln!(self.body, "_ss_mark '{}'", m.words());
     }
 
-    /// Streams the regular file `source` (snapshotted through a pinned fd).
+    /// Streams the regular file `source` (snapshotted through a pinned fd),
+    /// or an empty archive where the host's answer for `listed` (the index
+    /// [`Self::list_file`] was given) keeps it.
     ///
     /// # Errors
     /// When the path cannot be quoted (NUL).
-    pub fn file(&mut self, op: usize, map: usize, source: &str) -> Result<(), Error> {
+    pub fn file(
+        &mut self,
+        op: usize,
+        map: usize,
+        source: &str,
+        listed: Option<usize>,
+    ) -> Result<(), Error> {
         self.mark(&Marker::Mapping { op, map });
-        let _ = writeln!(self.body, "_ss_ofile {}", sh_quote(source)?);
+        let keep = listed.map(|k| k.to_string()).unwrap_or_default();
+        let _ = writeln!(self.body, "_ss_kf={keep}; _ss_ofile {}", sh_quote(source)?);
         Ok(())
     }
 

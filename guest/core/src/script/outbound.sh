@@ -11,6 +11,18 @@ _ss_olist() {
   if [ "$_ss_ikeep" = 1 ] && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
     _ss_files "$_ss_r" >"$_ss_S/l$1"
   fi
+  _ss_oframe "$1"
+}
+# The same for the regular file $2 of file mapping $1: one line, "./f".
+_ss_olistf() {
+  : >"$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot create the listing'
+  if [ "$_ss_ikeep" = 1 ] && [ -f "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
+    _ss_l=$(stat -c '%s %Y %Z %a' "$_ss_r" 2>/dev/null) && printf '%s ./f\n' "$_ss_l" >"$_ss_S/l$1"
+  fi
+  _ss_oframe "$1"
+}
+# Sends listing l$1 as one frame.
+_ss_oframe() {
   _ss_n=$(wc -c <"$_ss_S/l$1") || _ss_die "$_ss_E_EXTRACT" 'cannot read the listing'
   _ss_n=$((_ss_n))
   _ss_mark "list $1 $_ss_n $(date +%s)"
@@ -30,6 +42,8 @@ _ss_okeep() {
   [ "$(wc -c <"$_ss_S/k$1")" -eq "$_ss_n" ] || _ss_die "$_ss_E_EXTRACT" 'the keep list was cut'
 }
 _ss_ofile() {
+  # The host keeps its copy: an empty archive.
+  if [ -n "$_ss_kf" ] && [ -s "$_ss_S/k$_ss_kf" ]; then head -c 1024 /dev/zero; return; fi
   [ -e "$1" ] || [ -L "$1" ] || _ss_die "$_ss_E_MISSING" "source $1 does not exist"
   _ss_check "$1"
   exec 7<"$_ss_r" || _ss_die "$_ss_E_NOTREG" "REPLACED: cannot open $1"
