@@ -257,7 +257,34 @@ fn a_file_mapping_resync_keeps_its_target(u: Env) {
     assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
 }
 
+/// A file mapping into a directory mapping's target is never kept: the
+/// directory lands wholesale, so every re-sync must bring the file again.
+fn a_file_inside_a_directory_target_lands_on_every_resync(u: Env) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let extra = sb.host.join("extra.bin");
+    std::fs::write(&extra, incompressible(100_000)).unwrap();
+    set_mtime(&extra, SystemTime::now() - Duration::from_secs(3600));
+    let mut opts = sb.options();
+    opts.incremental = true;
+    let ops = [op(
+        "in",
+        vec![
+            dir(sb.host.join("src"), sb.remote("ws")),
+            file(&extra, sb.remote("ws/extra.bin")),
+        ],
+    )];
+    for _ in 0..2 {
+        sb.sync_in_with(&ops, &opts).expect("sync-in");
+        assert_eq!(
+            std::fs::read(sb.remote_on_host("ws/extra.bin")).unwrap(),
+            std::fs::read(&extra).unwrap()
+        );
+    }
+}
+
 for_each_userland!(
+    a_file_inside_a_directory_target_lands_on_every_resync,
     a_file_mapping_resync_keeps_its_target,
     a_tree_past_the_lookahead_lands_and_resyncs,
     resync_lands_what_a_full_sync_lands,

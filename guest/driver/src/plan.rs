@@ -88,6 +88,18 @@ pub fn command_cwd(root: &str, cwd: Option<&str>, command: &str) -> Result<Strin
     Ok(cwd)
 }
 
+/// Whether `target` is, or lies inside, one of `dirs` (other mappings'
+/// targets). A directory mapping replaces what is inside it wholesale
+/// when it lands, and two mappings to one path land in order, so an
+/// incremental sync must not leave such a file "as it is". Paths with `..`
+/// count as inside (they are not resolved here).
+pub fn inside_any(target: &str, dirs: &[&str]) -> bool {
+    let t = std::path::Path::new(target);
+    dirs.iter().any(|d| {
+        target.contains("..") || d.contains("..") || t.starts_with(std::path::Path::new(d))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,5 +146,15 @@ mod tests {
             command_cwd("/w", None, "a\0b"),
             Err(SyncError::InvalidRequest(_))
         ));
+    }
+
+    #[test]
+    fn a_file_inside_a_directory_target_is_inside() {
+        assert!(inside_any("/ws/a/x", &["/ws/a"]));
+        assert!(inside_any("/ws/a", &["/ws/a"]));
+        assert!(inside_any("/ws//a/./x", &["/ws/a/"]));
+        assert!(!inside_any("/ws/ab", &["/ws/a"]));
+        assert!(!inside_any("/ws/x", &[]));
+        assert!(inside_any("/ws/a/../x", &["/other"]));
     }
 }

@@ -21,7 +21,7 @@ use sandbox_sync_core::tar_write;
 use sandbox_sync_core::KEEP_FILE_MIN;
 use sandbox_sync_driver::codec::{self, AUTO_MIN_BYTES};
 use sandbox_sync_driver::errors::exit;
-use sandbox_sync_driver::plan::{check_modes, command_cwd};
+use sandbox_sync_driver::plan::{check_modes, command_cwd, inside_any};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
@@ -196,6 +196,15 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
     let incremental = codec::incremental();
     let mut mapping_op = Vec::with_capacity(sources.len());
     let mut file_modes = BTreeMap::new();
+    // Every mapping's target: a file target that another mapping also
+    // writes (a directory around it lands wholesale, or the same path
+    // twice) is never kept, since what lands there depends on the order.
+    let all_targets: Vec<String> = req
+        .operations
+        .iter()
+        .flat_map(|o| o.files.iter())
+        .map(|m| confine(&root, &m.target_path, "target").unwrap_or_default())
+        .collect();
     for (i, op) in req.operations.iter().enumerate() {
         let (mut files, mut bytes) = (0u64, 0u64);
         for m in &op.files {
@@ -210,7 +219,10 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
                     let name = format!("f{k}");
                     files += 1;
                     bytes += meta.size;
-                    if incremental && meta.size >= KEEP_FILE_MIN {
+                    if incremental
+                        && meta.size >= KEEP_FILE_MIN
+                        && !inside_any(&target, &others(&all_targets, k))
+                    {
                         script.reuse_file(k, &target)?;
                         file_modes.insert(k, m.mode.unwrap_or(meta.mode & 0o777));
                     }
@@ -297,6 +309,16 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
         mapping_op,
         file_modes,
     })
+}
+
+/// Every target but mapping `k`'s.
+fn others(targets: &[String], k: usize) -> Vec<&str> {
+    targets
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != k)
+        .map(|(_, t)| t.as_str())
+        .collect()
 }
 
 enum Sent {

@@ -29,6 +29,7 @@ use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{exit, from_status, fs};
 use sandbox_sync_driver::extract::{expect_empty, stage_dir, stage_file, Kept, Pending};
 use sandbox_sync_driver::io::{self, GuardedInput};
+use sandbox_sync_driver::plan::inside_any;
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
@@ -50,6 +51,10 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let scratch = sandbox_sync_driver::scratch::fresh();
     let mut script = OutboundScript::new(&root, req.limits.timeout_ms, &scratch);
     let incremental = codec::incremental();
+    // Every mapping's target: a file target that another mapping also
+    // writes (a directory around it lands wholesale, or the same path
+    // twice) is never kept, since what lands there depends on the order.
+    let all_targets: Vec<&str> = mappings.iter().map(|m| m.2.target_path.as_str()).collect();
     // Directory mappings whose targets hold files: the program lists them.
     let mut listed = Vec::new();
     // The first source and whether it is a directory: `auto` samples it.
@@ -68,7 +73,9 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             match m.kind {
                 MappingKind::File => {
                     let (_, base) = split_parent(&m.target_path);
-                    let list = incremental && holds_big_file(targets[k], base, &m.target_path)?;
+                    let list = incremental
+                        && !inside_any(&m.target_path, &others(&all_targets, k))
+                        && holds_big_file(targets[k], base, &m.target_path)?;
                     if list {
                         script.list_file(k, &source)?;
                         listed.push(k);
@@ -197,6 +204,16 @@ struct Channel<'a> {
     offered: bool,
     /// Directory mappings the program lists first, in order.
     listed: &'a [usize],
+}
+
+/// Every target but mapping `k`'s.
+fn others<'t>(targets: &[&'t str], k: usize) -> Vec<&'t str> {
+    targets
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != k)
+        .map(|(_, t)| *t)
+        .collect()
 }
 
 /// Whether a file mapping's target `base` (in its parent's grant) is a
