@@ -88,16 +88,24 @@ pub fn command_cwd(root: &str, cwd: Option<&str>, command: &str) -> Result<Strin
     Ok(cwd)
 }
 
-/// Whether `target` is, or lies inside, one of `dirs` (other mappings'
-/// targets). A directory mapping replaces what is inside it wholesale
-/// when it lands, and two mappings to one path land in order, so an
-/// incremental sync must not leave such a file "as it is". Paths with `..`
-/// count as inside (they are not resolved here).
-pub fn inside_any(target: &str, dirs: &[&str]) -> bool {
+/// Whether mapping `k`'s target is, or lies inside, another mapping's
+/// (`targets`, one per mapping). A directory mapping replaces what is
+/// inside it wholesale when it lands, and two mappings to one path land in
+/// order, so an incremental sync must not leave such a file "as it is".
+/// Paths with `..` count as inside (they are not resolved here).
+pub fn written_by_another<T: AsRef<str>>(targets: &[T], k: usize) -> bool {
+    let Some(target) = targets.get(k).map(AsRef::as_ref) else {
+        return false;
+    };
     let t = std::path::Path::new(target);
-    dirs.iter().any(|d| {
-        target.contains("..") || d.contains("..") || t.starts_with(std::path::Path::new(d))
-    })
+    targets
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| i != k)
+        .map(|(_, d)| d.as_ref())
+        .any(|d| {
+            target.contains("..") || d.contains("..") || t.starts_with(std::path::Path::new(d))
+        })
 }
 
 #[cfg(test)]
@@ -149,12 +157,14 @@ mod tests {
     }
 
     #[test]
-    fn a_file_inside_a_directory_target_is_inside() {
-        assert!(inside_any("/ws/a/x", &["/ws/a"]));
-        assert!(inside_any("/ws/a", &["/ws/a"]));
-        assert!(inside_any("/ws//a/./x", &["/ws/a/"]));
-        assert!(!inside_any("/ws/ab", &["/ws/a"]));
-        assert!(!inside_any("/ws/x", &[]));
-        assert!(inside_any("/ws/a/../x", &["/other"]));
+    fn a_file_inside_another_target_is_written_by_another() {
+        assert!(written_by_another(&["/ws/a", "/ws/a/x"], 1));
+        assert!(written_by_another(&["/ws/a", "/ws/a"], 0));
+        assert!(written_by_another(&["/ws//a/./x", "/ws/a/"], 0));
+        assert!(!written_by_another(&["/ws/ab", "/ws/a"], 0));
+        assert!(!written_by_another(&["/ws/x"], 0));
+        assert!(written_by_another(&["/ws/a/../x", "/other"], 0));
+        // Its own target does not count, nor does a mapping inside it.
+        assert!(!written_by_another(&["/ws/a/x", "/ws/a/x/y"], 0));
     }
 }

@@ -21,7 +21,7 @@ use sandbox_sync_core::tar_write;
 use sandbox_sync_core::KEEP_FILE_MIN;
 use sandbox_sync_driver::codec::{self, AUTO_MIN_BYTES};
 use sandbox_sync_driver::errors::exit;
-use sandbox_sync_driver::plan::{check_modes, command_cwd, inside_any};
+use sandbox_sync_driver::plan::{check_modes, command_cwd, written_by_another};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
@@ -221,7 +221,7 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
                     bytes += meta.size;
                     if incremental
                         && meta.size >= KEEP_FILE_MIN
-                        && !inside_any(&target, &others(&all_targets, k))
+                        && !written_by_another(&all_targets, k)
                     {
                         script.reuse_file(k, &target)?;
                         file_modes.insert(k, m.mode.unwrap_or(meta.mode & 0o777));
@@ -309,16 +309,6 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
         mapping_op,
         file_modes,
     })
-}
-
-/// Every target but mapping `k`'s.
-fn others(targets: &[String], k: usize) -> Vec<&str> {
-    targets
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != k)
-        .map(|(_, t)| t.as_str())
-        .collect()
 }
 
 enum Sent {

@@ -48,8 +48,9 @@ use sandbox_sync_driver::io::{self, GuardedInput};
 const MAX_LISTING: u64 = 64 << 20;
 
 /// Reads the listing of each of `listed` (indices into `targets` and
-/// `mappings`), in order, answers the program on `stdin` with the names
-/// each target already holds, and returns those files per mapping.
+/// `mappings`, each an operation index, a mapping index and the mapping),
+/// in order, answers the program on `stdin` with the names each target
+/// already holds, and returns those files per mapping.
 ///
 /// # Errors
 /// A stream that is not the listings the program was asked for, a host
@@ -59,7 +60,7 @@ pub fn exchange(
     stdin: &OutputStream,
     listed: &[usize],
     targets: &[&GrantedDir],
-    mappings: &[&FileMapping],
+    mappings: &[(usize, usize, &FileMapping)],
 ) -> Result<HashMap<usize, Vec<Kept>>, SyncError> {
     let mut kept = HashMap::new();
     let mut answer = Vec::new();
@@ -83,7 +84,7 @@ pub fn exchange(
             HashMap::new()
         };
         input.skip(padding(len))?;
-        let m = mappings[k];
+        let (_, _, m) = mappings[k];
         let excluder = Excluder::new(&m.exclude)?;
         let skew = now.saturating_sub(arrived);
         let held = match m.kind {

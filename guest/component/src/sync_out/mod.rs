@@ -29,7 +29,7 @@ use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{exit, from_status, fs};
 use sandbox_sync_driver::extract::{expect_empty, stage_dir, stage_file, Kept, Pending};
 use sandbox_sync_driver::io::{self, GuardedInput};
-use sandbox_sync_driver::plan::inside_any;
+use sandbox_sync_driver::plan::written_by_another;
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
@@ -74,7 +74,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                 MappingKind::File => {
                     let (_, base) = split_parent(&m.target_path);
                     let list = incremental
-                        && !inside_any(&m.target_path, &others(&all_targets, k))
+                        && !written_by_another(&all_targets, k)
                         && holds_big_file(targets[k], base, &m.target_path)?;
                     if list {
                         script.list_file(k, &source)?;
@@ -206,16 +206,6 @@ struct Channel<'a> {
     listed: &'a [usize],
 }
 
-/// Every target but mapping `k`'s.
-fn others<'t>(targets: &[&'t str], k: usize) -> Vec<&'t str> {
-    targets
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| i != k)
-        .map(|(_, t)| *t)
-        .collect()
-}
-
 /// Whether a file mapping's target `base` (in its parent's grant) is a
 /// regular file big enough to be worth keeping.
 fn holds_big_file(parent: &GrantedDir, base: &str, shown: &str) -> Result<bool, SyncError> {
@@ -246,8 +236,7 @@ fn receive<'a>(
 ) -> Result<Vec<OperationResult>, SyncError> {
     let mut kept: HashMap<usize, Vec<Kept>> = HashMap::new();
     if !channel.listed.is_empty() {
-        let maps: Vec<&FileMapping> = mappings.iter().map(|m| m.2).collect();
-        kept = keep::exchange(input, channel.stdin, channel.listed, targets, &maps)?;
+        kept = keep::exchange(input, channel.stdin, channel.listed, targets, mappings)?;
     }
     if channel.offered {
         match read_marker(input)? {
