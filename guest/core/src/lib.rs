@@ -38,7 +38,7 @@ pub mod tree;
 pub use error::{CommandFailure, Error, ErrorKind};
 
 /// Version of the WIT package (`wit/provider.wit`) this code speaks.
-pub const WIT_VERSION: &str = "0.2.3";
+pub const WIT_VERSION: &str = "0.2.4";
 
 /// Incremental syncs: how long a file's bytes may take from being read on
 /// one side to landing on the other (pipes, the exec stream, a slow link).

@@ -32,6 +32,9 @@ pub const COMMAND_TIMEOUT: i32 = 52;
 pub const MISSING: i32 = 53;
 /// The program reached its own deadline and stopped.
 pub const DEADLINE: i32 = 54;
+/// The sandbox has no decompressor for the codec the host already used
+/// (a toolbox upload is compressed before the sandbox is asked).
+pub const NO_CODEC: i32 = 55;
 /// The bootstrap could not read the script.
 pub const BOOTSTRAP: i32 = 70;
 /// The shell's "command not found".
@@ -53,6 +56,7 @@ pub const ALL: &[(&str, i32)] = &[
     ("COMMAND_TIMEOUT", COMMAND_TIMEOUT),
     ("MISSING", MISSING),
     ("DEADLINE", DEADLINE),
+    ("NO_CODEC", NO_CODEC),
     ("BOOTSTRAP", BOOTSTRAP),
 ];
 
@@ -64,6 +68,10 @@ pub fn classify(code: i32) -> Option<(ErrorKind, &'static str)> {
         ESCAPE => (ErrorKind::Confinement, "ESCAPE"),
         NOTREG | MISSING => (ErrorKind::InvalidRequest, "source is not a regular file"),
         INCOMPLETE => (ErrorKind::SourceChanged, "the archive did not arrive whole"),
+        NO_CODEC => (
+            ErrorKind::Transport,
+            "the sandbox has no decompressor for the upload's codec",
+        ),
         BOOTSTRAP => (
             ErrorKind::Transport,
             "the sandbox could not read the sync script",

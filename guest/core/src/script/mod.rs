@@ -25,6 +25,7 @@ use crate::Error;
 
 pub mod exit;
 mod protocol;
+pub mod toolbox;
 
 pub use protocol::{
     choice_name, parse_caps, parse_listing, parse_marker, parse_status, Caps, Codec, Listed,
