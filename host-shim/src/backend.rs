@@ -13,7 +13,7 @@ use crate::exec::ExecBackend;
 #[derive(Debug, thiserror::Error)]
 pub enum BackendError {
     /// The configuration names no known backend.
-    #[error("unknown backend {0:?} (expected \"local\" or \"kube\")")]
+    #[error("unknown backend {0:?} (expected \"local\", \"kube\" or \"daytona\")")]
     Unknown(String),
     /// The configuration lacks something the backend needs.
     #[error("{0}")]
@@ -40,6 +40,19 @@ pub enum BackendError {
     /// This build has no kube backend.
     #[error("this build has no kube backend (feature \"kube\")")]
     NoKube,
+    /// The Daytona sandbox's toolbox cannot be reached or named.
+    #[cfg(feature = "daytona")]
+    #[error("daytona backend for sandbox {sandbox}: {source}")]
+    Daytona {
+        /// The sandbox id.
+        sandbox: String,
+        /// Why.
+        #[source]
+        source: crate::daytona::ToolboxError,
+    },
+    /// This build has no Daytona backend.
+    #[error("this build has no daytona backend (feature \"daytona\")")]
+    NoDaytona,
 }
 
 impl BackendError {
@@ -75,17 +88,61 @@ pub enum BackendConfig {
         /// Kubeconfig context.
         context: Option<String>,
     },
+    /// A Daytona sandbox, through its toolbox API.
+    Daytona {
+        /// The sandbox id.
+        sandbox: String,
+        /// The Daytona API, which says where the sandbox's toolbox is.
+        api_url: String,
+        /// The toolbox URL, when known (no lookup then).
+        toolbox_url: Option<String>,
+        /// The API key.
+        api_key: ApiKey,
+    },
+}
+
+/// The Daytona API's default URL.
+pub const DAYTONA_API_URL: &str = "https://app.daytona.io/api";
+
+/// An API key: never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(pub String);
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(***)")
+    }
+}
+
+impl ApiKey {
+    /// `DAYTONA_API_KEY` from the environment.
+    ///
+    /// # Errors
+    /// When it is unset or empty.
+    pub fn from_env() -> Result<Self, BackendError> {
+        match std::env::var("DAYTONA_API_KEY") {
+            Ok(k) if !k.is_empty() => Ok(ApiKey(k)),
+            _ => Err(BackendError::Missing(
+                "the daytona backend needs DAYTONA_API_KEY in the environment",
+            )),
+        }
+    }
 }
 
 impl BackendConfig {
     /// Reads plugin `config` and lease metadata.
     ///
     /// `config.backend` is `"local"` (default; `config.sandboxRoot`,
-    /// `config.sandboxUser`) or `"kube"`: namespace from `config.namespace`
+    /// `config.sandboxUser`), `"kube"`: namespace from `config.namespace`
     /// or `lease.metadata.namespace`; pod from `config.pod`,
     /// `lease.metadata.podName`, `lease.metadata.pod`, else the lease's
     /// `providerLeaseId`; container from `config.container` or
-    /// `lease.metadata.container`; `config.kubeconfig`, `config.context`.
+    /// `lease.metadata.container`; `config.kubeconfig`, `config.context`;
+    /// or `"daytona"`: sandbox from `config.sandboxId`,
+    /// `lease.metadata.sandboxId`, else the lease's `providerLeaseId`;
+    /// `config.apiUrl` (default [`DAYTONA_API_URL`]), `config.toolboxUrl`
+    /// or `lease.metadata.toolboxProxyUrl` (else asked of the API), and the
+    /// key from `config.apiKey`, else `DAYTONA_API_KEY`.
     ///
     /// # Errors
     /// An unknown backend or a missing namespace/pod.
@@ -121,6 +178,20 @@ impl BackendConfig {
                 kubeconfig: s(config, "kubeconfig").map(PathBuf::from),
                 context: s(config, "context"),
             }),
+            "daytona" => Ok(BackendConfig::Daytona {
+                sandbox: s(config, "sandboxId")
+                    .or_else(|| s(meta, "sandboxId"))
+                    .or_else(|| lease_id.map(str::to_owned))
+                    .ok_or(BackendError::Missing(
+                        "daytona backend needs config.sandboxId, lease.metadata.sandboxId or a providerLeaseId",
+                    ))?,
+                api_url: s(config, "apiUrl").unwrap_or_else(|| DAYTONA_API_URL.to_owned()),
+                toolbox_url: s(config, "toolboxUrl").or_else(|| s(meta, "toolboxProxyUrl")),
+                api_key: match s(config, "apiKey") {
+                    Some(k) if !k.is_empty() => ApiKey(k),
+                    _ => ApiKey::from_env()?,
+                },
+            }),
             other => Err(BackendError::Unknown(other.to_owned())),
         }
     }
@@ -128,7 +199,8 @@ impl BackendConfig {
     /// Builds the backend.
     ///
     /// # Errors
-    /// A sandbox root without `/bin/sh`, or an unusable kubeconfig.
+    /// A sandbox root without `/bin/sh`, an unusable kubeconfig, or a
+    /// Daytona sandbox whose toolbox cannot be found.
     pub async fn build(&self) -> Result<Arc<dyn ExecBackend>, BackendError> {
         match self {
             BackendConfig::Local {
@@ -177,6 +249,26 @@ impl BackendConfig {
             }
             #[cfg(not(feature = "kube"))]
             BackendConfig::Kube { .. } => Err(BackendError::NoKube),
+            #[cfg(feature = "daytona")]
+            BackendConfig::Daytona {
+                sandbox,
+                api_url,
+                toolbox_url,
+                api_key,
+            } => {
+                use crate::daytona::{DaytonaBackend, Toolbox};
+                let client = match toolbox_url {
+                    Some(url) => Toolbox::new(url, sandbox, &api_key.0),
+                    None => Toolbox::resolve(api_url, sandbox, &api_key.0).await,
+                }
+                .map_err(|source| BackendError::Daytona {
+                    sandbox: sandbox.clone(),
+                    source,
+                })?;
+                Ok(Arc::new(DaytonaBackend::new(client)))
+            }
+            #[cfg(not(feature = "daytona"))]
+            BackendConfig::Daytona { .. } => Err(BackendError::NoDaytona),
         }
     }
 }

@@ -17,4 +17,4 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use sandbox_sync::provider::{host_fs, sandbox_exec, types};
+pub use sandbox_sync::provider::{host_fs, sandbox_exec, sandbox_toolbox, types};

@@ -102,6 +102,34 @@ pub enum Backend {
     Local,
     /// A Kubernetes pod via the API server's exec (WebSocket).
     Kube,
+    /// A Daytona sandbox via its toolbox API (key from DAYTONA_API_KEY).
+    Daytona,
+}
+
+/// How to reach Daytona (daytona backend).
+#[derive(Debug, Args)]
+pub struct DaytonaArgs {
+    /// Daytona API URL (asked where the sandbox's toolbox is).
+    #[arg(long, value_name = "URL", default_value = sandbox_sync_host::backend::DAYTONA_API_URL)]
+    pub daytona_api_url: String,
+    /// The sandbox's toolbox URL (its toolboxProxyUrl), skipping the lookup.
+    #[arg(long, value_name = "URL")]
+    pub daytona_toolbox_url: Option<String>,
+}
+
+impl DaytonaArgs {
+    /// The daytona backend for `sandbox` (the key from `DAYTONA_API_KEY`).
+    ///
+    /// # Errors
+    /// When `DAYTONA_API_KEY` is unset.
+    pub fn config(&self, sandbox: String) -> Result<BackendConfig, BackendError> {
+        Ok(BackendConfig::Daytona {
+            sandbox,
+            api_url: self.daytona_api_url.clone(),
+            toolbox_url: self.daytona_toolbox_url.clone(),
+            api_key: sandbox_sync_host::backend::ApiKey::from_env()?,
+        })
+    }
 }
 
 /// Which pod and how to reach it (kube backend).
@@ -174,10 +202,15 @@ pub struct BackendArgs {
     /// Pod name (kube backend).
     #[arg(long)]
     pub pod: Option<String>,
+    /// Daytona sandbox id (daytona backend).
+    #[arg(long, value_name = "ID")]
+    pub sandbox_id: Option<String>,
     #[command(flatten)]
     pub kube: KubeArgs,
     #[command(flatten)]
     pub local: LocalArgs,
+    #[command(flatten)]
+    pub daytona: DaytonaArgs,
 }
 
 impl BackendArgs {
@@ -187,6 +220,11 @@ impl BackendArgs {
     /// Flags of one backend given for the other, or a backend that cannot
     /// be built (see [`BackendError::is_usage`]).
     pub async fn backend(&self) -> Result<Arc<dyn ExecBackend>, BackendError> {
+        if self.backend != Backend::Daytona && self.sandbox_id.is_some() {
+            return Err(BackendError::Missing(
+                "--sandbox-id needs --backend daytona",
+            ));
+        }
         let config = match self.backend {
             Backend::Local => {
                 if self.pod.is_some() || self.kube.namespace.is_some() {
@@ -207,6 +245,17 @@ impl BackendArgs {
                     .clone()
                     .ok_or(BackendError::Missing("--backend kube needs --pod"))?;
                 self.kube.config(None, pod)
+            }
+            Backend::Daytona => {
+                if self.local.any() || self.pod.is_some() || self.kube.namespace.is_some() {
+                    return Err(BackendError::Missing(
+                        "--backend daytona takes --sandbox-id, not local or kube flags",
+                    ));
+                }
+                let sandbox = self.sandbox_id.clone().ok_or(BackendError::Missing(
+                    "--backend daytona needs --sandbox-id",
+                ))?;
+                self.daytona.config(sandbox)?
             }
         };
         config.build().await

@@ -1,5 +1,6 @@
 //! `kubectl cp` argument syntax: `[NAMESPACE/]POD:PATH` for a pod,
-//! `local:PATH` for the local sandbox backend, anything else a host path.
+//! `local:PATH` for the local sandbox backend, `daytona:SANDBOX_ID:PATH`
+//! for a Daytona sandbox, anything else a host path.
 
 /// One side of a `cp`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +18,13 @@ pub enum Spec {
     },
     /// A path in the local sandbox (`local:PATH`, with `--sandbox-root`).
     Local(String),
+    /// A path in a Daytona sandbox (`daytona:SANDBOX_ID:PATH`).
+    Daytona {
+        /// The sandbox id.
+        sandbox: String,
+        /// Absolute path in the sandbox.
+        path: String,
+    },
 }
 
 /// Why a spec was refused (exit 2).
@@ -44,6 +52,27 @@ pub fn parse(arg: &str) -> Result<Spec, SpecError> {
     }
     if arg.starts_with(['/', '.', '~']) {
         return Ok(Spec::Host(arg.to_owned()));
+    }
+    if let Some(rest) = arg.strip_prefix("daytona:") {
+        let (sandbox, path) = rest.split_once(':').unwrap_or((rest, ""));
+        let id_ok = !sandbox.is_empty()
+            && sandbox
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !id_ok {
+            return Err(SpecError(format!(
+                "{arg:?}: {sandbox:?} is not a Daytona sandbox id"
+            )));
+        }
+        if !path.starts_with('/') {
+            return Err(SpecError(format!(
+                "{arg:?}: the sandbox path must be absolute (e.g. daytona:{sandbox}:/workspace/file)"
+            )));
+        }
+        return Ok(Spec::Daytona {
+            sandbox: sandbox.to_owned(),
+            path: path.to_owned(),
+        });
     }
     let Some((who, path)) = arg.split_once(':') else {
         return Ok(Spec::Host(arg.to_owned()));
@@ -104,10 +133,10 @@ pub enum Copy {
 /// Both sides on the host, both in sandboxes, or a bad spec.
 pub fn parse_copy(src: &str, dst: &str) -> Result<Copy, SpecError> {
     match (parse(src)?, parse(dst)?) {
-        (Spec::Host(h), s @ (Spec::Pod { .. } | Spec::Local(_))) => Ok(Copy::In { host: h, sandbox: s }),
-        (s @ (Spec::Pod { .. } | Spec::Local(_)), Spec::Host(h)) => Ok(Copy::Out { sandbox: s, host: h }),
+        (Spec::Host(h), s) if !matches!(s, Spec::Host(_)) => Ok(Copy::In { host: h, sandbox: s }),
+        (s, Spec::Host(h)) if !matches!(s, Spec::Host(_)) => Ok(Copy::Out { sandbox: s, host: h }),
         (Spec::Host(_), Spec::Host(_)) => Err(SpecError(
-            "both paths are on this host: one side must be POD:PATH, NAMESPACE/POD:PATH or local:PATH".into(),
+            "both paths are on this host: one side must be POD:PATH, NAMESPACE/POD:PATH, local:PATH or daytona:SANDBOX_ID:PATH".into(),
         )),
         _ => Err(SpecError("both paths are in sandboxes: one side must be a host path".into())),
     }
@@ -136,6 +165,13 @@ mod tests {
             }
         );
         assert_eq!(parse("local:/w/x").unwrap(), Spec::Local("/w/x".into()));
+        assert_eq!(
+            parse("daytona:3f2a-b9:/home/daytona/ws").unwrap(),
+            Spec::Daytona {
+                sandbox: "3f2a-b9".into(),
+                path: "/home/daytona/ws".into()
+            }
+        );
         assert_eq!(parse("/tmp/a:b").unwrap(), Spec::Host("/tmp/a:b".into()));
         assert_eq!(parse("./a:b").unwrap(), Spec::Host("./a:b".into()));
         assert_eq!(parse("dir/file").unwrap(), Spec::Host("dir/file".into()));
@@ -151,6 +187,9 @@ mod tests {
             "ns./p:/x",
             "",
             "bad_name:/x",
+            "daytona::/x",
+            "daytona:a/b:/x",
+            "daytona:id:rel",
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }

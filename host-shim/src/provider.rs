@@ -156,8 +156,11 @@ impl SyncOptions {
 pub struct SyncOutcome {
     /// Per-operation results, in order.
     pub operations: Vec<OperationResult>,
-    /// Sandbox execs the call used.
+    /// Sandbox execs the call used (on a toolbox sandbox, its commands).
     pub execs: u64,
+    /// Toolbox calls the call made (uploads, commands, downloads; none on
+    /// a streaming exec).
+    pub toolbox_calls: u64,
     /// Its compressed streams (none when it moved plain bytes).
     pub compression: Vec<CompressionReport>,
 }
@@ -231,6 +234,16 @@ impl Runtime {
         backend: Arc<dyn ExecBackend>,
     ) -> Result<SyncOutcome, SyncFailure> {
         let fail = |error: SyncError| SyncFailure { error, execs: 0 };
+        if backend.toolbox().is_some() && !self.info().capabilities.iter().any(|c| c == "toolbox") {
+            return Err(fail(SyncError::new(
+                ErrorKind::Transport,
+                format!(
+                    "provider {} cannot drive a {} sandbox: it lacks the \"toolbox\" capability",
+                    self.info().name,
+                    backend.name()
+                ),
+            )));
+        }
         let grants = grant_all(dir, ops, opts).map_err(fail)?;
         let started = tokio::time::Instant::now();
         let timeout = opts.timeout.min(crate::exec::MAX_TIMEOUT);
@@ -278,6 +291,7 @@ impl Runtime {
         )
         .await;
         let execs = store.data().exec_count();
+        let toolbox_calls = store.data().toolbox_call_count();
         let outcome_bytes: u64 = match &result {
             Ok(Ok(Ok(r))) => r.iter().map(|o| o.bytes_transferred).sum(),
             _ => 0,
@@ -317,6 +331,7 @@ impl Runtime {
             tracing::info!(
                 paperclip.sandbox.startup.wall_ms = started.elapsed().as_millis() as u64,
                 paperclip.sandbox.startup.exec_count = execs,
+                sandbox_sync.toolbox_calls = toolbox_calls,
                 paperclip.sandbox.startup.bytes = outcome_bytes,
                 sandbox_sync.guest_memory_bytes = store.data().limits.peak(),
                 paperclip.sandbox.startup.ok = matches!(result, Ok(Ok(Ok(_)))),
@@ -340,6 +355,7 @@ impl Runtime {
             Ok(Ok(Ok(results))) => Ok(SyncOutcome {
                 operations: results.into_iter().map(Into::into).collect(),
                 execs,
+                toolbox_calls,
                 compression,
             }),
         }

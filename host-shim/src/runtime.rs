@@ -121,6 +121,11 @@ impl Runtime {
             .map_err(wasm_err)?;
         bindings::host_fs::add_to_linker::<ShimState, HasSelf<ShimState>>(&mut linker, |s| s)
             .map_err(wasm_err)?;
+        bindings::sandbox_toolbox::add_to_linker::<ShimState, HasSelf<ShimState>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(wasm_err)?;
         let pre = ProviderPre::new(linker.instantiate_pre(&component).map_err(wasm_err)?)
             .map_err(wasm_err)?;
         let ticker = EpochTicker::start(engine.clone());

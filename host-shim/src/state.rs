@@ -21,6 +21,8 @@ pub struct ShimState {
     pub(crate) limits: MemoryLimits,
     pub(crate) backend: Arc<dyn ExecBackend>,
     pub(crate) execs: Arc<AtomicU64>,
+    /// Toolbox calls (uploads, commands, downloads) this call made.
+    pub(crate) toolbox_calls: Arc<AtomicU64>,
     /// No sandbox exec of this call may run past this instant.
     pub(crate) exec_deadline: Option<tokio::time::Instant>,
     /// The call's compression policy, as the component asks for it.
@@ -108,6 +110,7 @@ impl ShimState {
             },
             backend,
             execs: Arc::new(AtomicU64::new(0)),
+            toolbox_calls: Arc::new(AtomicU64::new(0)),
             exec_deadline: None,
             compression: Compression::None,
             codecs: Vec::new(),
@@ -142,6 +145,12 @@ impl ShimState {
 
     pub fn exec_count(&self) -> u64 {
         self.execs.load(Ordering::Relaxed)
+    }
+
+    /// Toolbox calls made so far (each is one HTTP request, or two for a
+    /// download that also removes its file).
+    pub fn toolbox_call_count(&self) -> u64 {
+        self.toolbox_calls.load(Ordering::Relaxed)
     }
 }
 

@@ -18,7 +18,7 @@ use sandbox_sync_host::{
     SyncOutcome,
 };
 
-use crate::cli::{backend_failure, KubeArgs, LocalArgs};
+use crate::cli::{backend_failure, DaytonaArgs, KubeArgs, LocalArgs};
 
 mod progress;
 
@@ -34,6 +34,9 @@ pub struct CpArgs {
     /// For `local:PATH`.
     #[command(flatten)]
     local: LocalArgs,
+    /// For `daytona:SANDBOX_ID:PATH`.
+    #[command(flatten)]
+    daytona: DaytonaArgs,
     /// Confine the sandbox side under this dir (default: its parent).
     #[arg(long)]
     remote_dir: Option<String>,
@@ -163,7 +166,7 @@ fn resolve(a: &CpArgs) -> Result<CopyPlan, ExitCode> {
             let config = a.kube.config(namespace, pod.clone());
             let ns = match &config {
                 BackendConfig::Kube { namespace, .. } => namespace.clone(),
-                BackendConfig::Local { .. } => None,
+                _ => None,
             };
             let label = format!(
                 "pod {}{pod}:{path}",
@@ -172,6 +175,15 @@ fn resolve(a: &CpArgs) -> Result<CopyPlan, ExitCode> {
             (config, path, label)
         }
         Spec::Local(path) => (a.local.config(), path.clone(), format!("local:{path}")),
+        Spec::Daytona { sandbox, path } => {
+            if a.local.any() {
+                return Err(usage(
+                    "--sandbox-root and --sandbox-user apply to local:PATH",
+                ));
+            }
+            let config = a.daytona.config(sandbox.clone()).map_err(usage)?;
+            (config, path.clone(), format!("daytona:{sandbox}:{path}"))
+        }
         Spec::Host(_) => return Err(usage("internal: no sandbox side")),
     };
     let remote_dir = match &a.remote_dir {

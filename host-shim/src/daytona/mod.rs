@@ -11,6 +11,7 @@
 //! toolbox gave, a file it could not read, and a transfer that was cut
 //! (a download without its closing boundary, or shorter than it said).
 
+mod backend;
 mod multipart;
 
 use std::time::Duration;
@@ -23,6 +24,7 @@ use hyper::body::Frame;
 use hyper_util::client::legacy::{connect::HttpConnector, Client};
 use hyper_util::rt::TokioExecutor;
 
+pub use backend::DaytonaBackend;
 pub use multipart::DOWNLOAD_BOUNDARY;
 
 /// A request or response body.
@@ -143,6 +145,37 @@ impl Toolbox {
             auth,
             client,
         })
+    }
+
+    /// The toolbox of `sandbox`, its URL asked of the Daytona API at
+    /// `api_url` (e.g. `https://app.daytona.io/api`):
+    /// `GET {api_url}/sandbox/{id}/toolbox-proxy-url`.
+    ///
+    /// # Errors
+    /// As [`Toolbox::new`], and as [`ToolboxError`] for the lookup.
+    pub async fn resolve(
+        api_url: &str,
+        sandbox: &str,
+        api_key: &str,
+    ) -> Result<Self, ToolboxError> {
+        // A client for the API itself: same key, same TLS.
+        let api = Toolbox::new(api_url, sandbox, api_key)?;
+        let req = Request::builder()
+            .method(Method::GET)
+            .uri(format!(
+                "{}/sandbox/{sandbox}/toolbox-proxy-url",
+                api_url.trim_end_matches('/')
+            ))
+            .header(header::AUTHORIZATION, api.auth.clone())
+            .body(empty())
+            .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
+        let (status, bytes) = api.send(req, "toolbox-proxy-url").await?;
+        api.check(status, &bytes, "toolbox-proxy-url")?;
+        let url = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v["url"].as_str().map(str::to_owned))
+            .ok_or_else(|| ToolboxError::Malformed("toolbox-proxy-url: no url".into()))?;
+        Toolbox::new(&url, sandbox, api_key)
     }
 
     /// Runs `command` (a script for the sandbox's shell; wrap it in
@@ -360,7 +393,7 @@ impl Toolbox {
         let message = error_message(body);
         Err(match status.as_u16() {
             401 => ToolboxError::Unauthorized(message),
-            400 | 404 | 502 if call != "bulk-upload" && looks_like_sandbox(&message, status) => {
+            400 | 404 | 502 if looks_like_sandbox(&message, status, call) => {
                 ToolboxError::NoSandbox {
                     sandbox: self.sandbox.clone(),
                     status: status.as_u16(),
@@ -377,12 +410,13 @@ impl Toolbox {
 }
 
 /// Whether an error came from the proxy or runner (no such sandbox, not
-/// started, unreachable) rather than the daemon.
-fn looks_like_sandbox(message: &str, status: StatusCode) -> bool {
+/// started, unreachable) rather than the daemon. A 400 from `bulk-upload`
+/// is the daemon's per-file error, whose message names the destination
+/// (which may well contain "sandbox").
+fn looks_like_sandbox(message: &str, status: StatusCode, call: &str) -> bool {
     status == StatusCode::BAD_GATEWAY
         || status == StatusCode::NOT_FOUND
-        || message.contains("sandbox")
-        || message.contains("Sandbox")
+        || (call != "bulk-upload" && (message.contains("sandbox") || message.contains("Sandbox")))
 }
 
 /// The useful part of an error body: its JSON `message` or `errors`, else

@@ -5,10 +5,11 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use super::{BoxFuture, ExecBackend, ExecError, ExecRequest, Process};
+use super::{BoxFuture, ExecBackend, ExecError, ExecRequest, Process, Toolbox};
 
 /// Live counters of a [`Counting`] backend.
 #[derive(Debug, Default)]
@@ -118,23 +119,37 @@ impl<R: AsyncRead + Unpin> AsyncRead for CountRead<R> {
     }
 }
 
+impl Counting {
+    /// `p` with its streams counted.
+    fn count(&self, p: Process) -> Process {
+        Process {
+            stdin: Box::new(CountWrite {
+                inner: p.stdin,
+                n: Arc::clone(&self.counters),
+            }),
+            stdout: Box::new(CountRead {
+                inner: p.stdout,
+                n: Arc::clone(&self.counters),
+            }),
+            control: p.control,
+            stdin_ends: p.stdin_ends,
+        }
+    }
+
+    /// The inner toolbox (present whenever this one is handed out).
+    fn inner_toolbox(&self) -> Result<&dyn Toolbox, ExecError> {
+        self.inner
+            .toolbox()
+            .ok_or_else(|| ExecError::Unsupported("no toolbox".into()))
+    }
+}
+
 impl ExecBackend for Counting {
     fn start(&self, req: ExecRequest) -> BoxFuture<'_, Result<Process, ExecError>> {
         Box::pin(async move {
             let p = self.inner.start(req).await?;
             self.counters.execs.fetch_add(1, Ordering::Relaxed);
-            Ok(Process {
-                stdin: Box::new(CountWrite {
-                    inner: p.stdin,
-                    n: Arc::clone(&self.counters),
-                }),
-                stdout: Box::new(CountRead {
-                    inner: p.stdout,
-                    n: Arc::clone(&self.counters),
-                }),
-                control: p.control,
-                stdin_ends: p.stdin_ends,
-            })
+            Ok(self.count(p))
         })
     }
 
@@ -144,5 +159,34 @@ impl ExecBackend for Counting {
 
     fn is_local(&self) -> bool {
         self.inner.is_local()
+    }
+
+    fn toolbox(&self) -> Option<&dyn Toolbox> {
+        self.inner.toolbox().map(|_| self as &dyn Toolbox)
+    }
+}
+
+/// A toolbox's uploads and downloads are its bulk bytes: counted the same.
+impl Toolbox for Counting {
+    fn upload(&self, path: String, timeout: Duration) -> Result<Process, ExecError> {
+        Ok(self.count(self.inner_toolbox()?.upload(path, timeout)?))
+    }
+
+    fn run(&self, command: String, timeout: Duration) -> Result<Process, ExecError> {
+        self.counters.execs.fetch_add(1, Ordering::Relaxed);
+        Ok(self.count(self.inner_toolbox()?.run(command, timeout)?))
+    }
+
+    fn download(
+        &self,
+        path: String,
+        then_remove: bool,
+        timeout: Duration,
+    ) -> Result<Process, ExecError> {
+        Ok(self.count(self.inner_toolbox()?.download(path, then_remove, timeout)?))
+    }
+
+    fn remove(&self, path: String, timeout: Duration) -> Result<Process, ExecError> {
+        self.inner_toolbox()?.remove(path, timeout)
     }
 }

@@ -97,6 +97,10 @@ pub trait SandboxStdin: AsyncWrite + Send + Unpin {
 
 impl SandboxStdin for tokio::io::Sink {}
 
+/// An in-memory pipe (a toolbox upload's body): it cannot splice, so every
+/// byte goes through the copy path.
+impl SandboxStdin for tokio::io::DuplexStream {}
+
 impl SandboxStdin for Box<dyn SandboxStdin> {
     fn poll_splice_from(
         &mut self,
@@ -140,6 +144,34 @@ pub trait ExecBackend: Send + Sync {
     fn is_local(&self) -> bool {
         false
     }
+    /// The sandbox's file-and-command API, when it is reached through one
+    /// (Daytona) rather than a streaming exec.
+    fn toolbox(&self) -> Option<&dyn Toolbox> {
+        None
+    }
+}
+
+/// A sandbox reached through a file-and-command API instead of a streaming
+/// exec: each operation is a [`Process`], so the component drives it with
+/// the same streams, `send-files` and codecs as a process.
+pub trait Toolbox: Send + Sync {
+    /// Streams the process's stdin into a new file at `path`; it exits 0
+    /// once the sandbox confirmed every byte.
+    fn upload(&self, path: String, timeout: Duration) -> Result<Process, ExecError>;
+    /// Runs `command` (sh text) with no stdin; its stdout yields the
+    /// command's combined output once it has ended.
+    fn run(&self, command: String, timeout: Duration) -> Result<Process, ExecError>;
+    /// Streams the file at `path` as stdout; with `then_remove`, deletes it
+    /// once the transfer has begun.
+    fn download(
+        &self,
+        path: String,
+        then_remove: bool,
+        timeout: Duration,
+    ) -> Result<Process, ExecError>;
+    /// Deletes `path` (recursively; one already gone is no error); exits 0
+    /// once it is gone.
+    fn remove(&self, path: String, timeout: Duration) -> Result<Process, ExecError>;
 }
 
 /// Runs a short program that reads no input: its stdout (at most `max`

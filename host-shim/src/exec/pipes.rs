@@ -550,9 +550,6 @@ mod tests {
     use super::*;
     use crate::exec::local::PipeStdin;
 
-    /// A stdin that cannot splice: every byte goes through the copy path.
-    impl SandboxStdin for tokio::io::DuplexStream {}
-
     fn pipe_stdin() -> (ExecStdin, pipe::Receiver) {
         let (tx, rx) = pipe::pipe().unwrap();
         (ExecStdin::new(Box::new(PipeStdin::from_sender(tx))), rx)

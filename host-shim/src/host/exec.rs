@@ -14,7 +14,7 @@ use crate::bindings::sandbox_exec::{
 };
 use crate::exec::codec::{self, CodecMeter};
 use crate::exec::pipes::{ExecStdin, ExecStdout, WeakStdin, WeakStdout};
-use crate::exec::{Control, ExecRequest};
+use crate::exec::{Control, ExecRequest, Process};
 use crate::fs::GrantedDir;
 use crate::state::{CodecUse, ShimState};
 
@@ -45,6 +45,37 @@ impl Execution {
     }
 }
 
+impl ShimState {
+    /// `timeout_ms`, clamped to what is left of the call's deadline; `None`
+    /// once it has passed.
+    pub(crate) fn exec_timeout(&self, timeout_ms: u64) -> Option<Duration> {
+        let timeout = Duration::from_millis(timeout_ms);
+        let Some(deadline) = self.exec_deadline else {
+            return Some(timeout);
+        };
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        (!left.is_zero()).then(|| timeout.min(left))
+    }
+
+    /// `process` as a component resource.
+    pub(crate) fn push_execution(
+        &mut self,
+        process: Process,
+    ) -> wasmtime::Result<Resource<Execution>> {
+        let stdin = ExecStdin::new(process.stdin);
+        let stdout = ExecStdout::new(process.stdout);
+        let exec = Execution {
+            pipe: stdin.downgrade(),
+            stdin: Some(stdin),
+            stdout_pipe: stdout.downgrade(),
+            stdout: Some(Box::new(stdout)),
+            control: process.control,
+            stdin_ends: process.stdin_ends,
+        };
+        Ok(self.table.push(exec)?)
+    }
+}
+
 impl Host for ShimState {
     fn convert_send_error(&mut self, err: SendFailure) -> wasmtime::Result<SendError> {
         match err {
@@ -58,14 +89,9 @@ impl Host for ShimState {
         argv: Vec<String>,
         options: ExecOptions,
     ) -> wasmtime::Result<Result<Resource<Execution>, String>> {
-        let mut timeout = Duration::from_millis(options.timeout_ms);
-        if let Some(deadline) = self.exec_deadline {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(Err("the sync's deadline has passed".into()));
-            }
-            timeout = timeout.min(left);
-        }
+        let Some(timeout) = self.exec_timeout(options.timeout_ms) else {
+            return Ok(Err("the sync's deadline has passed".into()));
+        };
         self.execs.fetch_add(1, Ordering::Relaxed);
         tracing::info!(
             backend = self.backend.name(),
@@ -81,17 +107,7 @@ impl Host for ShimState {
             Ok(p) => p,
             Err(e) => return Ok(Err(e.to_string())),
         };
-        let stdin = ExecStdin::new(process.stdin);
-        let stdout = ExecStdout::new(process.stdout);
-        let exec = Execution {
-            pipe: stdin.downgrade(),
-            stdin: Some(stdin),
-            stdout_pipe: stdout.downgrade(),
-            stdout: Some(Box::new(stdout)),
-            control: process.control,
-            stdin_ends: process.stdin_ends,
-        };
-        Ok(Ok(self.table.push(exec)?))
+        Ok(Ok(self.push_execution(process)?))
     }
 
     async fn transfer_compression(&mut self) -> wasmtime::Result<Compression> {
