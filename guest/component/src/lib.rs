@@ -6,6 +6,7 @@
 
 mod sync_in;
 mod sync_out;
+mod toolbox;
 
 sandbox_sync_driver::provider!(
     "sandbox-sync-tar-stream",
@@ -14,6 +15,7 @@ sandbox_sync_driver::provider!(
         "tar-stream",
         "transport-compression",
         "incremental",
+        "toolbox",
     ],
     sync_in: sync_in::run,
     sync_out: sync_out::run,

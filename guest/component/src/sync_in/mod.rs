@@ -9,6 +9,7 @@
 mod archive;
 mod keep;
 mod report;
+mod toolbox;
 
 use std::collections::BTreeMap;
 
@@ -48,7 +49,10 @@ use report::{read_report, read_status};
 const LOOKAHEAD: usize = 1 << 16;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
-    let mut plan = prepare(req, sources)?;
+    if crate::toolbox::available() {
+        return toolbox::run(req, sources);
+    }
+    let mut plan = prepare(req, sources, codec::incremental())?;
     let started = sandbox_sync_driver::exec::start(
         plan.program.len(),
         req.limits.timeout_ms,
@@ -92,25 +96,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
                 Err(Sent::Stream(e)) => Some(e.to_string()),
                 _ => None,
             };
-            let ops: Vec<Operation<'_>> = req
-                .operations
-                .iter()
-                .map(|o| Operation {
-                    id: &o.operation_id,
-                    command_timeouts: o
-                        .post_upload_commands
-                        .iter()
-                        .map(|c| c.timeout_ms)
-                        .collect(),
-                })
-                .collect();
-            outcome::conclude_inbound(
-                &ops,
-                &statuses,
-                &exit(&status),
-                stdin_failed.as_deref(),
-                req.limits.timeout_ms,
-            )?;
+            conclude(req, &statuses, &status, stdin_failed.as_deref())?;
             Ok(results)
         }
         Err(Sent::Refused(e)) => {
@@ -136,6 +122,36 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             Err(e)
         }
     }
+}
+
+/// Judges the call by how the program ended and the status lines it
+/// printed.
+fn conclude(
+    req: &SyncRequest,
+    statuses: &[sandbox_sync_core::script::Status],
+    status: &sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::ExecStatus,
+    stdin_failed: Option<&str>,
+) -> Result<(), SyncError> {
+    let ops: Vec<Operation<'_>> = req
+        .operations
+        .iter()
+        .map(|o| Operation {
+            id: &o.operation_id,
+            command_timeouts: o
+                .post_upload_commands
+                .iter()
+                .map(|c| c.timeout_ms)
+                .collect(),
+        })
+        .collect();
+    outcome::conclude_inbound(
+        &ops,
+        statuses,
+        &exit(status),
+        stdin_failed,
+        req.limits.timeout_ms,
+    )?;
+    Ok(())
 }
 
 /// The call: the program, decided from the request alone before the exec
@@ -177,7 +193,11 @@ impl Plan<'_> {
 /// Directory sources are checked here ([`DirWalk::new`]: they exist, are
 /// directories, their excludes parse) but walked only once the program
 /// runs ([`Walker`]).
-fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Plan<'a>, SyncError> {
+fn prepare<'a>(
+    req: &'a SyncRequest,
+    sources: &'a [&'a GrantedDir],
+    incremental: bool,
+) -> Result<Plan<'a>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir)?;
     check_modes(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
@@ -193,7 +213,6 @@ fn prepare<'a>(req: &'a SyncRequest, sources: &'a [&'a GrantedDir]) -> Result<Pl
     let mut results = Vec::with_capacity(req.operations.len());
     let mut walks = Vec::new();
     let mut k = 0;
-    let incremental = codec::incremental();
     let mut mapping_op = Vec::with_capacity(sources.len());
     let mut file_modes = BTreeMap::new();
     // Every mapping's target: a file target that another mapping also

@@ -66,7 +66,12 @@ pub fn read_status(stdout: &InputStream, early: Vec<u8>) -> Vec<Status> {
         }
         bytes.extend_from_slice(&chunk);
     }
-    String::from_utf8_lossy(&bytes)
+    parse_statuses(&bytes)
+}
+
+/// The status lines among what the inbound program printed.
+pub fn parse_statuses(bytes: &[u8]) -> Vec<Status> {
+    String::from_utf8_lossy(bytes)
         .lines()
         .filter_map(script::parse_status)
         .collect()

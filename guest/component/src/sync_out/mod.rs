@@ -7,6 +7,7 @@
 //! beneath the stream the guest reads.
 
 mod keep;
+mod toolbox;
 
 use std::collections::HashMap;
 
@@ -32,7 +33,28 @@ use sandbox_sync_driver::io::{self, GuardedInput};
 use sandbox_sync_driver::plan::written_by_another;
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
-pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
+/// The program and what the host needs to read what it writes, decided
+/// from the request before anything runs.
+struct Prepared<'a> {
+    root: String,
+    scratch: String,
+    /// Every mapping: (operation, index in it, mapping).
+    mappings: Vec<(usize, usize, &'a FileMapping)>,
+    /// The program's text.
+    text: String,
+    /// A codec was offered.
+    offered: bool,
+    /// Mappings the program lists first, in order.
+    listed: Vec<usize>,
+}
+
+/// Validates the request and builds the program; `incremental`: list the
+/// sources whose targets hold files, and leave out what the host keeps.
+fn prepare<'a>(
+    req: &'a SyncRequest,
+    targets: &[&GrantedDir],
+    incremental: bool,
+) -> Result<Prepared<'a>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir)?;
     sandbox_sync_driver::plan::check_modes(req)?;
     let mappings: Vec<(usize, usize, &FileMapping)> = req
@@ -50,7 +72,6 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     }
     let scratch = sandbox_sync_driver::scratch::fresh();
     let mut script = OutboundScript::new(&root, req.limits.timeout_ms, &scratch);
-    let incremental = codec::incremental();
     // Every mapping's target: a file target that another mapping also
     // writes (a directory around it lands wholesale, or the same path
     // twice) is never kept, since what lands there depends on the order.
@@ -109,6 +130,28 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         script.offer_compression(offer, sample)?;
     }
     let text = script.finish()?;
+    Ok(Prepared {
+        root,
+        scratch,
+        mappings,
+        text,
+        offered: !offer.is_empty(),
+        listed,
+    })
+}
+
+pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
+    if crate::toolbox::available() {
+        return toolbox::run(req, targets);
+    }
+    let Prepared {
+        root,
+        scratch,
+        mappings,
+        text,
+        offered,
+        listed,
+    } = prepare(req, targets, codec::incremental())?;
 
     let started = sandbox_sync_driver::exec::start(
         text.len(),
@@ -131,7 +174,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             Channel {
                 exec: &exec,
                 stdin: &stdin,
-                offered: !offer.is_empty(),
+                offered,
                 listed: &listed,
             },
             &mut input,
@@ -182,6 +225,15 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             Ok(_) => Err(err),
         },
     };
+    land(results, staged)
+}
+
+/// Commits every staged mapping when the call succeeded, in order;
+/// otherwise (or from the first that fails) discards them.
+fn land(
+    results: Result<Vec<OperationResult>, SyncError>,
+    staged: Vec<Pending<'_>>,
+) -> Result<Vec<OperationResult>, SyncError> {
     let mut staged = staged.into_iter();
     if results.is_ok() {
         for pending in staged.by_ref() {

@@ -1,0 +1,124 @@
+//! Sandbox -> host from a toolbox sandbox (Daytona): one command runs the
+//! program with its framed stream going into a new 0600 scratch file
+//! (sources pinned as on any sandbox); one download streams that file
+//! into the same validating reader a streaming exec feeds, and the host
+//! deletes the file as soon as the transfer has begun. Nothing lands
+//! before the whole stream validated; the output guard counts what
+//! crosses the wire as it streams.
+
+use sandbox_sync_core::script::toolbox::{self as wrapper, Program, INLINE_MAX};
+
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
+    OperationResult, SyncError, SyncRequest,
+};
+use sandbox_sync_driver::errors::{exit, from_status};
+use sandbox_sync_driver::extract::Pending;
+use sandbox_sync_driver::io::{self, GuardedInput};
+
+use super::{land, prepare, receive, Channel, Prepared};
+use crate::toolbox;
+
+pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
+    let Prepared {
+        root,
+        scratch,
+        mappings,
+        text,
+        offered,
+        listed,
+    } = prepare(req, targets, false)?;
+    let limits = &req.limits;
+    let base = root.trim_end_matches('/');
+    let out = format!("{base}/{scratch}.out");
+    let program_file = format!("{base}/{scratch}.sh");
+    // A program too long to be one argument is uploaded first.
+    let program = if text.len() <= INLINE_MAX {
+        Program::Inline(&text)
+    } else {
+        upload_text(
+            &program_file,
+            &text,
+            limits.timeout_ms,
+            limits.max_stderr_bytes,
+        )?;
+        Program::Uploaded {
+            path: &program_file,
+            len: text.len(),
+        }
+    };
+    let sep = toolbox::separator();
+    let command = wrapper::outbound(program, &out, &sep, limits.max_stderr_bytes)?;
+    let ran = toolbox::run(&command, &sep, limits.timeout_ms, limits.max_stderr_bytes)?;
+    let last = req
+        .operations
+        .last()
+        .map_or("(none)", |o| o.operation_id.as_str());
+    if !exit(&ran.status).succeeded() {
+        if matches!(ran.status.exit_code, None | Some(137)) {
+            // Killed: neither its trap nor the wrapper removed anything.
+            toolbox::cleanup(&root, &scratch, &[&out, &program_file], limits.timeout_ms);
+        }
+        return Err(from_status(&ran.status, last, limits.timeout_ms));
+    }
+
+    let exec = toolbox::download_and_remove(&out, limits.timeout_ms, limits.max_stderr_bytes)?;
+    let stdin = exec.stdin().map_err(SyncError::Transport)?;
+    let stdout = exec.stdout().map_err(SyncError::Transport)?;
+    let mut input = GuardedInput::new(stdout, limits.max_output_bytes);
+    let mut current = 0usize;
+    let mut staged: Vec<Pending<'_>> = Vec::new();
+    let received = receive(
+        req,
+        targets,
+        &mappings,
+        Channel {
+            exec: &exec,
+            stdin: &stdin,
+            offered,
+            listed: &listed,
+        },
+        &mut input,
+        &mut current,
+        &mut staged,
+    );
+    let cut = input.was_cut();
+    // Stops the transfer if the stream was refused midway.
+    drop(input.into_inner());
+    drop(stdin);
+    let status = exec.finish();
+    drop(exec);
+    let results = match (received, status) {
+        (Ok(results), Ok(s)) if s.exit_code == Some(0) => Ok(results),
+        // A broken transfer explains a cut stream better than the cut.
+        (Err(e), Ok(_)) if !cut => Err(e),
+        (_, Err(e)) => Err(SyncError::Transport(format!(
+            "the download of the sync's output broke: {e}"
+        ))),
+        (Err(e), Ok(_)) => Err(e),
+        (Ok(_), Ok(s)) => Err(SyncError::Transport(format!(
+            "the download of the sync's output failed: {}",
+            String::from_utf8_lossy(&s.stderr)
+        ))),
+    };
+    land(results, staged)
+}
+
+/// Uploads `text` to the sandbox file `path`.
+fn upload_text(path: &str, text: &str, timeout_ms: u64, max_stderr: u64) -> Result<(), SyncError> {
+    let exec = toolbox::upload(path, timeout_ms, max_stderr)?;
+    let stdin = exec.stdin().map_err(SyncError::Transport)?;
+    let written = io::write_all(&stdin, text.as_bytes()).and_then(|()| io::flush(&stdin));
+    drop(stdin);
+    let status = exec.finish();
+    match (written, status) {
+        (Ok(()), Ok(s)) if s.exit_code == Some(0) => Ok(()),
+        (Err(e), _) => Err(SyncError::Transport(format!(
+            "uploading the program failed: {e}"
+        ))),
+        (_, Err(e)) => Err(SyncError::Transport(format!(
+            "uploading the program failed: {e}"
+        ))),
+        (Ok(()), Ok(_)) => Err(SyncError::Transport("uploading the program failed".into())),
+    }
+}

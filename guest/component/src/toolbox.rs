@@ -1,0 +1,115 @@
+//! Driving a toolbox sandbox (Daytona): commands that run to completion
+//! and report their output at the end, and whole-file uploads and
+//! downloads as the bulk channels (see `sandbox_sync_core::script::toolbox`).
+
+use sandbox_sync_core::script;
+use sandbox_sync_core::script::toolbox::{self as wrapper, split_output, Program};
+
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
+    ExecOptions, ExecStatus, Execution,
+};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_toolbox;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::types::SyncError;
+use sandbox_sync_driver::io;
+
+/// Most bytes of a command's output read back: its status lines and the
+/// tail of its stderr, both bounded by the program itself.
+const MAX_OUTPUT: usize = 16 << 20;
+
+/// Whether this call's sandbox is a toolbox sandbox.
+pub fn available() -> bool {
+    sandbox_toolbox::available()
+}
+
+/// A fresh separator between a wrapped command's stdout and stderr.
+pub fn separator() -> String {
+    format!("sandbox-sync-stderr-{}", io::random_hex(16))
+}
+
+/// How a wrapped command ended.
+pub struct Ran {
+    /// What the program printed on stdout.
+    pub stdout: Vec<u8>,
+    /// Its status, with the tail of its stderr.
+    pub status: ExecStatus,
+}
+
+/// Runs `command` (built with separator `sep`) to completion.
+///
+/// # Errors
+/// `transport` when the toolbox failed to run it or to answer.
+pub fn run(command: &str, sep: &str, timeout_ms: u64, max_stderr: u64) -> Result<Ran, SyncError> {
+    let exec = sandbox_toolbox::run(command, options(timeout_ms, max_stderr))
+        .map_err(|e| SyncError::Transport(format!("failed to run the sync command: {e}")))?;
+    let mut output = Vec::new();
+    if let Ok(stdout) = exec.stdout() {
+        while let Ok(chunk) = stdout.blocking_read(64 << 10) {
+            if output.len() + chunk.len() > MAX_OUTPUT {
+                break;
+            }
+            output.extend_from_slice(&chunk);
+        }
+    }
+    let mut status = exec.finish().map_err(SyncError::Transport)?;
+    let split = split_output(&output, sep);
+    // Past the cap it fails closed, as a streaming exec does.
+    let cap = usize::try_from(max_stderr).unwrap_or(usize::MAX);
+    status.stderr_truncated = split.stderr.len() > cap;
+    status.stderr = split.stderr[split.stderr.len().saturating_sub(cap)..].to_vec();
+    Ok(Ran {
+        stdout: split.stdout.to_vec(),
+        status,
+    })
+}
+
+/// Starts an upload to the sandbox file `path`.
+///
+/// # Errors
+/// `transport` when it cannot start.
+pub fn upload(path: &str, timeout_ms: u64, max_stderr: u64) -> Result<Execution, SyncError> {
+    sandbox_toolbox::upload(path, options(timeout_ms, max_stderr))
+        .map_err(|e| SyncError::Transport(format!("failed to start the upload: {e}")))
+}
+
+/// Starts a download of the sandbox file `path`, removed once the
+/// transfer has begun.
+///
+/// # Errors
+/// `transport` when it cannot start.
+pub fn download_and_remove(
+    path: &str,
+    timeout_ms: u64,
+    max_stderr: u64,
+) -> Result<Execution, SyncError> {
+    sandbox_toolbox::download(path, true, options(timeout_ms, max_stderr))
+        .map_err(|e| SyncError::Transport(format!("failed to start the download: {e}")))
+}
+
+/// Best effort: removes sandbox scratch `paths` (after a failure), with
+/// the toolbox's delete rather than a command, which may be what failed.
+pub fn remove(paths: &[&str], timeout_ms: u64) {
+    for p in paths {
+        if let Ok(exec) = sandbox_toolbox::remove(p, options(timeout_ms.min(10_000), 4096)) {
+            let _ = exec.finish();
+        }
+    }
+}
+
+/// After a program was killed (its trap never ran): removes its scratch
+/// directory and the wrapper's `files` (best effort).
+pub fn cleanup(root: &str, scratch: &str, files: &[&str], timeout_ms: u64) {
+    if let Ok(program) = script::cleanup(root, scratch, &sandbox_sync_driver::scratch::fresh()) {
+        let sep = separator();
+        if let Ok(command) = wrapper::plain(Program::Inline(&program), &sep, 4096) {
+            let _ = run(&command, &sep, timeout_ms.min(10_000), 4096);
+        }
+    }
+    remove(files, timeout_ms);
+}
+
+fn options(timeout_ms: u64, max_stderr_bytes: u64) -> ExecOptions {
+    ExecOptions {
+        timeout_ms,
+        max_stderr_bytes,
+    }
+}
