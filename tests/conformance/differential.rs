@@ -98,6 +98,19 @@ fn tar_stream() -> &'static Runtime {
     R.get_or_init(|| block_on(Runtime::embedded()).unwrap())
 }
 
+/// Where the fallback runs beside the tar stream in `u`: the same, but on
+/// a toolbox sandbox (it has no streaming exec to drive) a local one with
+/// the same userland.
+fn fallback_env(u: Env) -> Env {
+    match u.transport {
+        Transport::Daytona => Env {
+            transport: Transport::Local,
+            ..u
+        },
+        _ => u,
+    }
+}
+
 fn both_land_identically(u: Env) {
     let cases: u64 = std::env::var("DIFF_CASES")
         .ok()
@@ -118,8 +131,8 @@ fn both_land_identically(u: Env) {
         let follow = rng.below(4) == 0;
         let mut trees = Vec::new();
         let mut execs = Vec::new();
-        for rt in [tar_stream(), fallback()] {
-            let sb = Sandbox::new(u);
+        for (rt, env) in [(tar_stream(), u), (fallback(), fallback_env(u))] {
+            let sb = Sandbox::new(env);
             let mut m = dir(&src, sb.remote("proj"));
             m.exclude = exclude.clone();
             m.follow_symlinks = Some(follow);

@@ -34,6 +34,35 @@ exec /usr/bin/find \"$@\"\n").unwrap();
     })
 }
 
+/// How the hostile sandbox is reached.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Via {
+    /// The local exec backend.
+    Exec,
+    /// The Daytona client and the fake toolbox, which runs each request
+    /// through the local backend.
+    Daytona,
+}
+
+/// The hostile sandbox as `uid`, reached `via`; the fake toolbox, if any,
+/// serves while the first value lives.
+fn hostile_via(
+    uid: Option<u32>,
+    via: Via,
+) -> (
+    Option<sandbox_sync_tests::daytona_server::ToolboxServer>,
+    std::sync::Arc<dyn sandbox_sync_host::exec::ExecBackend>,
+) {
+    let local = std::sync::Arc::new(hostile_backend(uid));
+    match via {
+        Via::Exec => (None, local),
+        Via::Daytona => {
+            let (server, backend) = daytona_backend(local);
+            (Some(server), backend)
+        }
+    }
+}
+
 /// The hostile sandbox as `uid` (`None`: as root, uid 0).
 fn hostile_backend(uid: Option<u32>) -> LocalBackend {
     let b = LocalBackend::sandbox_root_with_host_userland(hostile_root()).unwrap();
@@ -100,8 +129,14 @@ fn audit(dir: &Path) -> Vec<String> {
     found
 }
 
-fn run(name: &str, archive: &[u8], n: usize, uid: Option<u32>) -> Result<SyncOutcome, SyncFailure> {
-    run_with(name, archive, n, uid, |o| {
+fn run(
+    name: &str,
+    archive: &[u8],
+    n: usize,
+    uid: Option<u32>,
+    via: Via,
+) -> Result<SyncOutcome, SyncFailure> {
+    run_with(name, archive, n, uid, via, |o| {
         o.max_entries = 1000;
         o.max_metadata_bytes = 512 << 10;
     })
@@ -114,15 +149,16 @@ fn run_with(
     archive: &[u8],
     n: usize,
     uid: Option<u32>,
+    via: Via,
     tune: impl FnOnce(&mut SyncOptions),
 ) -> Result<SyncOutcome, SyncFailure> {
     let c = case(n, archive);
-    let backend = hostile_backend(uid);
+    let (_server, backend) = hostile_via(uid, via);
     let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
     tune(&mut opts);
     let target = c.host.join("target");
     let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
-    let result = block_on(runtime().sync_out(&ops, &opts, std::sync::Arc::new(backend)));
+    let result = block_on(runtime().sync_out(&ops, &opts, backend));
     if result.is_err() {
         let landed = audit(&c.host);
         assert_eq!(
@@ -144,18 +180,25 @@ fn run_with(
 /// as an unprivileged uid.
 #[test]
 fn every_attack_class_is_refused_as_root() {
-    every_attack_class_is_refused(None, 0);
+    every_attack_class_is_refused(None, 0, Via::Exec);
 }
 
 #[test]
 fn every_attack_class_is_refused_unprivileged() {
-    every_attack_class_is_refused(Some(SANDBOX_UID), 5000);
+    every_attack_class_is_refused(Some(SANDBOX_UID), 5000, Via::Exec);
 }
 
-fn every_attack_class_is_refused(uid: Option<u32>, base: usize) {
+/// The same corpus downloaded from a Daytona sandbox (root, as Daytona's
+/// daemon usually runs) into the same validating reader.
+#[test]
+fn every_attack_class_is_refused_over_daytona() {
+    every_attack_class_is_refused(None, 7000, Via::Daytona);
+}
+
+fn every_attack_class_is_refused(uid: Option<u32>, base: usize, via: Via) {
     let mut wrong = Vec::new();
     for (n, (name, archive)) in corpus().into_iter().enumerate() {
-        match run(name, &archive, base + n, uid) {
+        match run(name, &archive, base + n, uid, via) {
             Ok(_) => wrong.push(format!("{name}: accepted")),
             Err(f)
                 if matches!(
@@ -179,6 +222,15 @@ fn every_attack_class_is_refused(uid: Option<u32>, base: usize) {
 /// compromised `tar` is accepted and lands.
 #[test]
 fn a_benign_archive_through_the_same_harness_lands() {
+    a_benign_archive_lands(Via::Exec);
+}
+
+#[test]
+fn a_benign_archive_through_the_same_harness_lands_over_daytona() {
+    a_benign_archive_lands(Via::Daytona);
+}
+
+fn a_benign_archive_lands(via: Via) {
     let archive = hostile::end(
         [
             hostile::dir(b"d", 0o755),
@@ -187,14 +239,14 @@ fn a_benign_archive_through_the_same_harness_lands() {
         ]
         .concat(),
     );
-    let c = case(9999, &archive);
-    let backend = hostile_backend(Some(SANDBOX_UID));
+    let c = case(if via == Via::Daytona { 9998 } else { 9999 }, &archive);
+    let (_server, backend) = hostile_via(Some(SANDBOX_UID), via);
     let target = c.host.join("target");
     let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
     block_on(runtime().sync_out(
         &ops,
         &sandbox_sync_tests::sync_options(c.remote.clone()),
-        std::sync::Arc::new(backend),
+        backend,
     ))
     .expect("benign");
     assert_eq!(std::fs::read(target.join("d/ok")).unwrap(), b"fine");
@@ -209,7 +261,7 @@ fn a_benign_archive_through_the_same_harness_lands() {
 /// twice), and the target is left as it was.
 #[test]
 fn a_kept_file_sent_anyway_is_refused() {
-    if !keeps_unchanged() {
+    if !keeps_unchanged(GNU_LOCAL) {
         return;
     }
     let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
@@ -244,7 +296,7 @@ fn a_kept_file_sent_anyway_is_refused() {
 /// as it was.
 #[test]
 fn a_listing_that_never_comes_holds_the_deadline() {
-    if !keeps_unchanged() {
+    if !keeps_unchanged(GNU_LOCAL) {
         return;
     }
     let archive = hostile::end(hostile::file(b"ok", b"sandbox bytes"));
@@ -288,7 +340,7 @@ fn a_listing_that_never_comes_holds_the_deadline() {
 #[test]
 fn deep_paths_fit_in_guest_memory() {
     let archive = hostile::deep_members(24, 1800);
-    let out = run_with("deep", &archive, 9001, Some(SANDBOX_UID), |o| {
+    let out = run_with("deep", &archive, 9001, Some(SANDBOX_UID), Via::Exec, |o| {
         o.guest_memory_bytes = 48 << 20;
     })
     .expect("deep paths within the limits land");
@@ -300,9 +352,16 @@ fn deep_paths_fit_in_guest_memory() {
 #[test]
 fn implied_parents_count_against_max_entries() {
     let archive = hostile::deep_members(1, 1900);
-    let err = run_with("implied", &archive, 9002, Some(SANDBOX_UID), |o| {
-        o.max_entries = 2;
-    })
+    let err = run_with(
+        "implied",
+        &archive,
+        9002,
+        Some(SANDBOX_UID),
+        Via::Exec,
+        |o| {
+            o.max_entries = 2;
+        },
+    )
     .unwrap_err();
     assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
 }
@@ -313,7 +372,7 @@ fn implied_parents_count_against_max_entries() {
 #[test]
 fn a_guest_trap_leaves_no_staging() {
     let archive = hostile::many_files(60_000);
-    let err = run_with("trap", &archive, 9003, Some(SANDBOX_UID), |o| {
+    let err = run_with("trap", &archive, 9003, Some(SANDBOX_UID), Via::Exec, |o| {
         o.guest_memory_bytes = 6 << 20;
         o.max_entries = 10_000_000;
     })
@@ -333,7 +392,7 @@ fn long_link_targets_are_checked_within_the_deadline() {
     let archive = hostile::long_link_targets(1000);
     let timeout = std::time::Duration::from_secs(2);
     let started = std::time::Instant::now();
-    let r = run_with("links", &archive, 9004, Some(SANDBOX_UID), |o| {
+    let r = run_with("links", &archive, 9004, Some(SANDBOX_UID), Via::Exec, |o| {
         o.timeout = timeout;
     });
     let took = started.elapsed();

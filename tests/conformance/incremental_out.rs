@@ -13,7 +13,7 @@ use sandbox_sync_tests::*;
 
 /// True when this sandbox's re-sync leaves unchanged files out.
 fn keeps(u: Env) -> bool {
-    keeps_unchanged() && u.userland == Userland::Gnu
+    keeps_unchanged(u) && u.userland == Userland::Gnu
 }
 
 /// Writes a sandbox file last modified an hour ago.

@@ -47,8 +47,15 @@ const BOUNDARY: &str = "DAYTONA-FILE-BOUNDARY";
 /// Failures the fake injects.
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
-    /// Every request is answered with this status and a JSON error.
+    /// Every request (or, with `status_on`, every request to that
+    /// endpoint) is answered with this status and a JSON error.
     pub status: Option<u16>,
+    /// The endpoint (`"/process/execute"`, ...) `status` applies to.
+    pub status_on: Option<&'static str>,
+    /// `bulk-upload` stops reading a file part after this many bytes and
+    /// answers as the daemon does a truncated body (the bytes so far stay
+    /// in the sandbox).
+    pub cut_upload_after: Option<u64>,
     /// `process/execute` never answers.
     pub execute_hangs: bool,
     /// `bulk-download` stops after this many bytes of file data and ends
@@ -63,12 +70,17 @@ struct State {
     backend: Arc<dyn ExecBackend>,
     faults: Mutex<Faults>,
     calls: Mutex<Vec<String>>,
+    /// File bytes uploaded and downloaded (multipart framing aside).
+    wire: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// A running fake toolbox.
 pub struct ToolboxServer {
     /// The toolbox URL (`http://127.0.0.1:<port>/toolbox`).
     pub url: String,
+    /// The API URL (`http://127.0.0.1:<port>/api`), which answers
+    /// `GET /sandbox/{id}/toolbox-proxy-url`.
+    pub api_url: String,
     /// The sandbox id it serves.
     pub sandbox: String,
     /// The API key it accepts.
@@ -102,6 +114,7 @@ impl ToolboxServer {
             backend,
             faults: Mutex::new(Faults::default()),
             calls: Mutex::new(Vec::new()),
+            wire: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         });
         let served = Arc::clone(&state);
         let task = tokio::spawn(async move {
@@ -120,6 +133,7 @@ impl ToolboxServer {
         });
         Ok(ToolboxServer {
             url: format!("http://127.0.0.1:{port}/toolbox"),
+            api_url: format!("http://127.0.0.1:{port}/api"),
             sandbox: sandbox.to_owned(),
             key: key.to_owned(),
             state,
@@ -134,6 +148,12 @@ impl ToolboxServer {
         }
     }
 
+    /// File bytes moved by uploads and downloads so far: what crossed the
+    /// link, compressed or not.
+    pub fn wire_bytes(&self) -> u64 {
+        self.state.wire.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The requests served so far (`"POST /process/execute"`, ...).
     pub fn calls(&self) -> Vec<String> {
         self.state
@@ -145,8 +165,38 @@ impl ToolboxServer {
 }
 
 async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let mut body = Some(body);
+    let answer = route(state, Request::from_parts(parts, ()), &mut body).await;
+    if let Some(unread) = body {
+        // Go's server reads up to 256 KiB of a body its handler left
+        // unread before it answers, so a client still sending gets the
+        // answer rather than a reset.
+        drain(unread, 256 << 10).await;
+    }
+    answer
+}
+
+/// Reads and drops up to `max` bytes of `body`.
+async fn drain(mut body: Incoming, max: usize) {
+    let mut n = 0;
+    while n < max {
+        match body.frame().await {
+            Some(Ok(f)) => n += f.data_ref().map_or(0, Bytes::len),
+            _ => break,
+        }
+    }
+}
+
+async fn route(state: &State, req: Request<()>, body: &mut Option<Incoming>) -> Response<Body> {
     let faults = state.faults.lock().map(|f| f.clone()).unwrap_or_default();
     let path = req.uri().path().to_owned();
+    if let Some(id) = path
+        .strip_prefix("/api/sandbox/")
+        .and_then(|p| p.strip_suffix("/toolbox-proxy-url"))
+    {
+        return toolbox_url(state, &req, id, &path);
+    }
     let Some(rest) = path.strip_prefix("/toolbox/") else {
         return json_error(
             StatusCode::NOT_FOUND,
@@ -181,14 +231,26 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
     if let Ok(mut calls) = state.calls.lock() {
         calls.push(format!("{} {endpoint}", req.method()));
     }
-    if let Some(s) = faults.status {
+    if let Some(s) = faults
+        .status
+        .filter(|_| faults.status_on.is_none_or(|e| e == endpoint))
+    {
         let status = StatusCode::from_u16(s).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return json_error(status, "injected failure", &path, "INTERNAL_SERVER_ERROR");
     }
     let query = req.uri().query().unwrap_or_default().to_owned();
+    let Some(incoming) = body.take() else {
+        return json_error(
+            StatusCode::BAD_REQUEST,
+            "bad request: body",
+            &path,
+            "BAD_REQUEST",
+        );
+    };
+    let req = req.map(|()| incoming);
     match (req.method().clone(), endpoint.as_str()) {
         (Method::POST, "/process/execute") => execute(state, req, &faults, &path).await,
-        (Method::POST, "/files/bulk-upload") => upload(state, req).await,
+        (Method::POST, "/files/bulk-upload") => upload(state, req, &faults).await,
         (Method::POST, "/files/bulk-download") => download(state, req, &faults).await,
         (Method::DELETE, "/files" | "/files/") => delete(state, &query).await,
         _ => json_error(
@@ -198,6 +260,40 @@ async fn handle(state: &State, req: Request<Incoming>) -> Response<Body> {
             "NOT_FOUND",
         ),
     }
+}
+
+/// `GET /api/sandbox/{id}/toolbox-proxy-url`: where the toolbox is.
+fn toolbox_url(state: &State, req: &Request<()>, id: &str, path: &str) -> Response<Body> {
+    let bearer = req
+        .headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if bearer != Some(state.key.as_str()) {
+        return json_error(
+            StatusCode::UNAUTHORIZED,
+            "Invalid credentials",
+            path,
+            "UNAUTHORIZED",
+        );
+    }
+    if id != state.sandbox {
+        return json_error(
+            StatusCode::NOT_FOUND,
+            &format!("Sandbox with ID or name {id} not found"),
+            path,
+            "NOT_FOUND",
+        );
+    }
+    if let Ok(mut calls) = state.calls.lock() {
+        calls.push("GET /toolbox-proxy-url".to_owned());
+    }
+    let host = req
+        .headers()
+        .get(http::header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("127.0.0.1");
+    ok_json(serde_json::json!({ "url": format!("http://{host}/toolbox") }))
 }
 
 async fn execute(
@@ -285,7 +381,7 @@ async fn execute(
     }))
 }
 
-async fn upload(state: &State, req: Request<Incoming>) -> Response<Body> {
+async fn upload(state: &State, req: Request<Incoming>, faults: &Faults) -> Response<Body> {
     let boundary = req
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -328,7 +424,7 @@ async fn upload(state: &State, req: Request<Incoming>) -> Response<Body> {
                     errors.push(format!("file[{i}]: missing .path metadata"));
                     continue;
                 };
-                match write_file(state, &dest, &mut field).await {
+                match write_file(state, &dest, &mut field, faults.cut_upload_after).await {
                     Ok(bytes) => files.push(serde_json::json!({"path": dest, "bytes": bytes})),
                     Err(e) => {
                         errors.push(format!("{dest}: {e}"));
@@ -358,6 +454,7 @@ async fn write_file(
     state: &State,
     dest: &str,
     field: &mut multer::Field<'_>,
+    cut_after: Option<u64>,
 ) -> Result<u64, String> {
     let mut p = state
         .backend
@@ -379,8 +476,17 @@ async fn write_file(
     loop {
         match field.chunk().await {
             Ok(Some(c)) => {
-                n += c.len() as u64;
-                if p.stdin.write_all(&c).await.is_err() {
+                let room = cut_after.map_or(c.len(), |max| {
+                    usize::try_from(max.saturating_sub(n))
+                        .unwrap_or(usize::MAX)
+                        .min(c.len())
+                });
+                n += room as u64;
+                if p.stdin.write_all(&c[..room]).await.is_err() {
+                    break;
+                }
+                if room < c.len() {
+                    cut = Some("reading part: unexpected EOF".to_owned());
                     break;
                 }
             }
@@ -392,6 +498,9 @@ async fn write_file(
         }
     }
     p.stdin = Box::new(tokio::io::sink());
+    state
+        .wire
+        .fetch_add(n, std::sync::atomic::Ordering::Relaxed);
     let status = p.control.wait().await.map_err(|e| format!("write: {e}"))?;
     if let Some(c) = cut {
         return Err(c);
@@ -439,8 +548,15 @@ async fn download(state: &State, req: Request<Incoming>, faults: &Faults) -> Res
             .send(Ok(Frame::data(Bytes::from(format!("--{BOUNDARY}--\r\n")))))
             .await;
     });
+    let counted = Arc::clone(&state.wire);
     let frames =
-        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) });
+        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) })
+            .inspect(move |f| {
+                if let Ok(f) = f {
+                    let n = f.data_ref().map_or(0, Bytes::len) as u64;
+                    counted.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                }
+            });
     Response::builder()
         .status(StatusCode::OK)
         .header(

@@ -45,6 +45,10 @@ pub enum Transport {
     /// The real kube client against a Kubernetes-exec-protocol server that
     /// runs each exec the way the local backend would.
     Kube(k8s_server::Protocol),
+    /// The real Daytona toolbox client against a fake toolbox
+    /// ([`daytona_server`]) that runs each request the way the local
+    /// backend would.
+    Daytona,
 }
 
 /// One environment the conformance suite runs in.
@@ -192,8 +196,10 @@ pub fn compresses() -> bool {
 
 /// True when the provider under test keeps unchanged files on a re-sync
 /// (the base64 fallback sends everything).
-pub fn keeps_unchanged() -> bool {
-    has_capability("incremental")
+pub fn keeps_unchanged(u: Env) -> bool {
+    // A toolbox sandbox cannot report what it holds before the upload
+    // without one more round trip; it is sent everything.
+    has_capability("incremental") && u.transport != Transport::Daytona
 }
 
 fn has_capability(name: &str) -> bool {
@@ -274,6 +280,8 @@ pub struct Sandbox {
     backend: Arc<dyn ExecBackend>,
     /// The fake API server, for [`Transport::Kube`].
     pub server: Option<k8s_server::K8sExecServer>,
+    /// The fake toolbox, for [`Transport::Daytona`].
+    pub toolbox: Option<daytona_server::ToolboxServer>,
 }
 
 /// The local backend for `userland` (what a kube exec also runs through).
@@ -319,6 +327,24 @@ pub fn kube_backend(
     (server, Arc::new(backend))
 }
 
+/// Starts a fake Daytona toolbox whose requests run through `local`, and
+/// a Daytona backend pointed at it.
+pub fn daytona_backend(
+    local: Arc<dyn ExecBackend>,
+) -> (daytona_server::ToolboxServer, Arc<dyn ExecBackend>) {
+    let server = block_on(daytona_server::ToolboxServer::start(
+        local,
+        "sbx-conformance",
+        "conformance-key",
+    ))
+    .expect("start the fake toolbox");
+    let client =
+        sandbox_sync_host::daytona::Toolbox::new(&server.url, &server.sandbox, &server.key)
+            .expect("toolbox client");
+    let backend = Arc::new(sandbox_sync_host::daytona::DaytonaBackend::new(client));
+    (server, backend)
+}
+
 impl Sandbox {
     /// A fresh sandbox with an empty remote dir.
     pub fn new(env: Env) -> Self {
@@ -340,11 +366,15 @@ impl Sandbox {
                 format!("/t{}-{n}", std::process::id()),
             ),
         };
-        let (server, backend): (_, Arc<dyn ExecBackend>) = match env.transport {
-            Transport::Local => (None, Arc::new(local_backend(userland))),
+        let (server, toolbox, backend): (_, _, Arc<dyn ExecBackend>) = match env.transport {
+            Transport::Local => (None, None, Arc::new(local_backend(userland))),
             Transport::Kube(p) => {
                 let (server, backend) = kube_backend(local_backend(userland), p, tmp.path());
-                (Some(server), backend)
+                (Some(server), None, backend)
+            }
+            Transport::Daytona => {
+                let (toolbox, backend) = daytona_backend(Arc::new(local_backend(userland)));
+                (None, Some(toolbox), backend)
             }
         };
         let sb = Sandbox {
@@ -356,6 +386,7 @@ impl Sandbox {
             host,
             backend,
             server,
+            toolbox,
         };
         for dir in [&sb.remote, &sb.outside] {
             let p = sb.on_host(dir);
@@ -760,12 +791,17 @@ pub fn mode(p: &Path) -> u32 {
 }
 
 /// Defines each conformance test once per environment: GNU and BusyBox over
-/// the local backend, and over the kube backend with the v4 (GNU) and v5
-/// (BusyBox) subprotocols. `local: a, b` defines them over the local
-/// backend only, for tests that reach into the sandbox's processes or the
-/// host's filesystem.
+/// the local backend, over the kube backend with the v4 (GNU) and v5
+/// (BusyBox) subprotocols, and over the Daytona toolbox (GNU and BusyBox).
+/// `local: a, b` defines them over the local backend only, for tests that
+/// reach into the sandbox's processes or the host's filesystem;
+/// `daytona: a, b` over the Daytona toolbox only.
 #[macro_export]
 macro_rules! for_each_userland {
+    (daytona: $($name:ident),* $(,)?) => {
+        $crate::for_each_userland!(@env daytona_gnu, Gnu, Daytona; $($name),*);
+        $crate::for_each_userland!(@env daytona_busybox, BusyBox, Daytona; $($name),*);
+    };
     (local: $($name:ident),* $(,)?) => {
         $crate::for_each_userland!(@env gnu, Gnu, Local; $($name),*);
         $crate::for_each_userland!(@env busybox, BusyBox, Local; $($name),*);
@@ -775,6 +811,8 @@ macro_rules! for_each_userland {
         $crate::for_each_userland!(@env busybox, BusyBox, Local; $($name),*);
         $crate::for_each_userland!(@env kube_v4, Gnu, Kube($crate::k8s_server::Protocol::V4); $($name),*);
         $crate::for_each_userland!(@env kube_v5, BusyBox, Kube($crate::k8s_server::Protocol::V5); $($name),*);
+        $crate::for_each_userland!(@env daytona_gnu, Gnu, Daytona; $($name),*);
+        $crate::for_each_userland!(@env daytona_busybox, BusyBox, Daytona; $($name),*);
     };
     (@env $module:ident, $userland:ident, $transport:expr; $($name:ident),*) => {
         mod $module {

@@ -8,6 +8,10 @@
 //! - `tar-stream-kube`: the same, through the real `kube` client and the
 //!   Kubernetes exec protocol (WebSocket v5) served in-process by
 //!   `sandbox_sync_tests::k8s_server`, whose execs run this machine's `sh`;
+//! - `tar-stream-daytona`: the same, through the real Daytona client and
+//!   the fake toolbox (`sandbox_sync_tests::daytona_server`, in-process,
+//!   running this machine's `sh`), with the default `--compress` (`auto`),
+//!   and `tar-stream-daytona-none` without compression;
 //! - `base64-fallback`: the same binary loading the fallback component;
 //! - `raw-pipe`: `tar -c | tar -x` on the same files — the physical limit;
 //! - `naive-per-file`: one exec per file (`sh -c 'cat > f'` in, `cat f`
@@ -35,6 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use sandbox_sync_tests::daytona_server::ToolboxServer;
 use sandbox_sync_tests::k8s_server::{Faults, HostCommands, K8sExecServer, ServerConfig};
 
 /// The pod the in-process Kubernetes exec endpoint serves.
@@ -688,6 +693,12 @@ enum Variant<'a> {
         kubeconfig: &'a Path,
         compress: Option<&'static str>,
     },
+    /// Through the Daytona backend, to the fake toolbox `server`, with this
+    /// `--compress` mode (`None`: the CLI's default).
+    Daytona {
+        server: &'a ToolboxServer,
+        compress: Option<&'static str>,
+    },
 }
 
 impl Variant<'_> {
@@ -695,6 +706,7 @@ impl Variant<'_> {
     fn wire(self) -> Option<u64> {
         match self {
             Variant::Kube { server, .. } => Some(server.stdin_bytes() + server.stdout_bytes()),
+            Variant::Daytona { server, .. } => Some(server.wire_bytes()),
             _ => None,
         }
     }
@@ -754,6 +766,14 @@ fn run_component(
                 ])
                 .arg("--kubeconfig")
                 .arg(kubeconfig);
+                if let Some(mode) = compress {
+                    cmd.args(["--compress", mode]);
+                }
+            }
+            Variant::Daytona { server, compress } => {
+                cmd.args(["--backend", "daytona", "--sandbox-id", &server.sandbox])
+                    .args(["--daytona-toolbox-url", &server.url])
+                    .env("DAYTONA_API_KEY", &server.key);
                 if let Some(mode) = compress {
                     cmd.args(["--compress", mode]);
                 }
@@ -1042,6 +1062,11 @@ fn main() -> Result<()> {
         .enable_all()
         .build()?;
     let (server, kubeconfig) = endpoint(&a, &rt, "kubeconfig", Faults::default())?;
+    let toolbox = rt.block_on(ToolboxServer::start(
+        std::sync::Arc::new(sandbox_sync_host::exec::local::LocalBackend::host()),
+        "sbx-bench",
+        "bench-key",
+    ))?;
     let mut links = Vec::new();
     for &rate in &a.links {
         let faults = Faults {
@@ -1087,6 +1112,24 @@ fn main() -> Result<()> {
                         run_component(&a, w, 0, kube, wipe)
                     }),
                 ));
+            }
+            if latency == 0 {
+                for (name, compress) in [
+                    ("tar-stream-daytona", None),
+                    ("tar-stream-daytona-none", Some("none")),
+                ] {
+                    let (args, daytona) = (
+                        &a,
+                        Variant::Daytona {
+                            server: &toolbox,
+                            compress,
+                        },
+                    );
+                    contenders.push((
+                        name,
+                        Box::new(move |wipe| run_component(args, w, 0, daytona, wipe)),
+                    ));
+                }
             }
             // The fallback moves 3 MiB per exec; the naive loop one file per
             // exec (twice on a re-sync, to show a plain copy once more).
@@ -1135,6 +1178,7 @@ fn main() -> Result<()> {
     }
     drop(links);
     drop(server);
+    drop(toolbox);
     drop(rt);
     let inst = instantiation()?;
     let md = report(&a, &workloads, &rows, inst);
@@ -1192,7 +1236,7 @@ fn report(
         std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
         a.runs);
-    let _ = writeln!(s, "Contenders: `tar-stream` (this provider, local backend); `tar-stream-kube` (the same through the kube client and the Kubernetes exec protocol, WebSocket v5, served in-process on this machine by the test exec endpoint, unthrottled; 0 ms only; the CLI's default `--compress`, with the codecs it chose in brackets); `base64-fallback` (the second provider component); `raw-pipe`; `naive-per-file` (one `sh -c 'cat > f'` exec per file, or `cat f` out; for a single file that is a plain local copy). W10 is sync-out (sandbox -> host); every other workload is sync-in.\n");
+    let _ = writeln!(s, "Contenders: `tar-stream` (this provider, local backend); `tar-stream-kube` (the same through the kube client and the Kubernetes exec protocol, WebSocket v5, served in-process on this machine by the test exec endpoint, unthrottled; 0 ms only; the CLI's default `--compress`, with the codecs it chose in brackets); `tar-stream-daytona` (the same through the Daytona client and the toolbox wire protocol, served in-process on this machine by the test toolbox, unthrottled; 0 ms only; default `--compress`, i.e. `auto`; bytes on wire are the file bytes uploaded and downloaded) and `tar-stream-daytona-none` (the same, `--compress none`); `base64-fallback` (the second provider component); `raw-pipe`; `naive-per-file` (one `sh -c 'cat > f'` exec per file, or `cat f` out; for a single file that is a plain local copy). W10 is sync-out (sandbox -> host); every other workload is sync-in.\n");
     let _ = writeln!(s, "Re-syncs (W2-same, SRC-same, SRC-1pct, SRC-del10): each sample first brings a wiped target to the source with an unmeasured full sync by the same contender, then edits (appends a line to every 100th file) or deletes (every 10th file) in the source, and measures the next sync into that target. `raw-pipe` copies the whole changed source over the old target (a copy, not a sync: deleted files stay); `naive-per-file` is not run. Bytes on wire are unknown for re-syncs off the kube endpoint.\n");
     for w in &workloads.local {
         let _ = writeln!(s, "## {} — {}\n", w.id, w.title);

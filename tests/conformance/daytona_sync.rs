@@ -1,0 +1,252 @@
+//! Syncs with a Daytona sandbox, through the real client and the fake
+//! toolbox: the HTTP calls each direction makes (counted at the server),
+//! and every fault the toolbox can throw at a sync, each failing typed,
+//! within its deadline, with nothing landed and no scratch left.
+
+use std::time::{Duration, Instant};
+
+use sandbox_sync_tests::daytona_server::{Faults, ToolboxServer};
+use sandbox_sync_tests::*;
+
+fn server(sb: &Sandbox) -> &ToolboxServer {
+    sb.toolbox.as_ref().expect("a Daytona sandbox")
+}
+
+/// Sync-in is two calls, whatever the number of operations: one upload
+/// of the program and the archive, one command.
+fn sync_in_is_two_calls(u: Env) {
+    let sb = Sandbox::new(u);
+    let a = sb.write_host("a.txt", b"alpha");
+    sb.write_host("ws/one", b"1");
+    sb.write_host("ws/sub/two", b"22");
+    let mut ops = Vec::new();
+    for i in 0..3 {
+        let mut o = op(
+            &format!("op-{i}"),
+            vec![
+                file(&a, sb.remote(&format!("f{i}/a.txt"))),
+                dir(sb.host.join("ws"), sb.remote(&format!("d{i}"))),
+            ],
+        );
+        o.post_upload_commands = Some(vec![cmd(&format!("echo {i} >> order"), None)]);
+        ops.push(o);
+    }
+    let out = sb.sync_in(&ops).expect("sync-in");
+    assert_eq!(
+        server(&sb).calls(),
+        ["POST /files/bulk-upload", "POST /process/execute"]
+    );
+    assert_eq!((out.toolbox_calls, out.execs), (2, 1));
+    for i in 0..3 {
+        assert_eq!(
+            std::fs::read(sb.remote_on_host(&format!("f{i}/a.txt"))).unwrap(),
+            b"alpha"
+        );
+        assert_same_tree(&sb.host.join("ws"), &sb.remote_on_host(&format!("d{i}")));
+    }
+    assert_eq!(
+        std::fs::read_to_string(sb.remote_on_host("order")).unwrap(),
+        "0\n1\n2\n"
+    );
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+/// Sync-out is one command and one download; the host deletes the
+/// scratch file while the download streams.
+fn sync_out_is_a_command_and_a_download(u: Env) {
+    let sb = Sandbox::new(u);
+    sb.write_remote("ws/x", b"x");
+    sb.write_remote("ws/deep/y", b"yy");
+    sb.write_remote("f.bin", &incompressible(100_000));
+    let back = sb.host.join("back");
+    let out = sb
+        .sync_out(&[
+            op("a", vec![dir_out(sb.remote("ws"), &back)]),
+            op(
+                "b",
+                vec![file_out(sb.remote("f.bin"), sb.host.join("f.bin"))],
+            ),
+        ])
+        .expect("sync-out");
+    assert_eq!(
+        server(&sb).calls(),
+        [
+            "POST /process/execute",
+            "POST /files/bulk-download",
+            "DELETE /files"
+        ]
+    );
+    assert_eq!((out.toolbox_calls, out.execs), (2, 1));
+    assert_same_tree(&sb.remote_on_host("ws"), &back);
+    assert_eq!(
+        std::fs::read(sb.host.join("f.bin")).unwrap(),
+        std::fs::read(sb.remote_on_host("f.bin")).unwrap()
+    );
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+/// A sync whose toolbox is `backend` instead of the sandbox's.
+fn sync_in_via(
+    sb: &Sandbox,
+    backend: std::sync::Arc<dyn sandbox_sync_host::exec::ExecBackend>,
+) -> SyncFailure {
+    let src = sb.write_host("src/a", b"a");
+    sb.sync_in_via(&[op("o", vec![file(&src, sb.remote("landed"))])], backend)
+        .unwrap_err()
+}
+
+/// A refused key (401) and an unknown sandbox (404) are typed transport
+/// errors that name the cause, before anything lands.
+fn refusals_are_typed(u: Env) {
+    let sb = Sandbox::new(u);
+    let url = &server(&sb).url;
+    for (id, key, says) in [
+        ("sbx-conformance", "wrong-key", "401"),
+        ("no-such-sandbox", "conformance-key", "not reachable"),
+    ] {
+        let client = sandbox_sync_host::daytona::Toolbox::new(url, id, key).unwrap();
+        let backend = std::sync::Arc::new(sandbox_sync_host::daytona::DaytonaBackend::new(client));
+        let err = sync_in_via(&sb, backend);
+        assert_eq!(err.error.kind, ErrorKind::Transport, "{}", err.error);
+        assert!(err.error.message.contains(says), "{}", err.error);
+    }
+    assert!(!sb.remote_on_host("landed").exists());
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+/// A failing status on either call of a sync-in, and on the command or
+/// the download of a sync-out, fails the sync typed: nothing lands, the
+/// host target keeps its old bytes, no scratch is left.
+fn failing_statuses_fail_typed(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("src/a", b"new");
+    sb.write_remote("out.txt", b"sandbox");
+    let target = sb.write_host("back/out.txt", b"old");
+    for (status, on, kind) in [
+        (500, "/files/bulk-upload", ErrorKind::Transport),
+        (502, "/process/execute", ErrorKind::Transport),
+        (408, "/process/execute", ErrorKind::LimitExceeded),
+        (503, "/files/bulk-download", ErrorKind::Transport),
+    ] {
+        server(&sb).set_faults(Faults {
+            status: Some(status),
+            status_on: Some(on),
+            ..Faults::default()
+        });
+        let result = if on == "/files/bulk-download" {
+            sb.sync_out(&[op("o", vec![file_out(sb.remote("out.txt"), &target)])])
+        } else {
+            sb.sync_in(&[op("o", vec![file(&src, sb.remote("landed"))])])
+        };
+        let err = result.unwrap_err();
+        assert_eq!(err.error.kind, kind, "{status} on {on}: {}", err.error);
+        server(&sb).set_faults(Faults::default());
+        assert!(!sb.remote_on_host("landed").exists(), "{status} on {on}");
+        assert_eq!(std::fs::read(&target).unwrap(), b"old", "{status} on {on}");
+        assert!(
+            sb.scratch_left().is_empty(),
+            "{status} on {on}: {:?}",
+            sb.scratch_left()
+        );
+    }
+}
+
+/// An upload cut mid-body never runs, and what the sandbox kept of it is
+/// removed.
+fn a_cut_upload_runs_nothing_and_leaves_nothing(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("src/big", &incompressible(300_000));
+    server(&sb).set_faults(Faults {
+        cut_upload_after: Some(100_000),
+        ..Faults::default()
+    });
+    let mut o = op("o", vec![file(&src, sb.remote("big"))]);
+    o.post_upload_commands = Some(vec![cmd("touch ran", None)]);
+    let err = sb.sync_in(&[o]).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::Transport, "{}", err.error);
+    assert!(!sb.remote_on_host("big").exists());
+    assert!(!sb.remote_on_host("ran").exists());
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+/// A download cut before its closing boundary fails the sync-out; the
+/// host target keeps its old bytes.
+fn a_cut_download_lands_nothing(u: Env) {
+    let sb = Sandbox::new(u);
+    sb.write_remote("ws/big", &incompressible(300_000));
+    sb.write_remote("ws/small", b"s");
+    let back = sb.host.join("back");
+    sb.write_host("back/old", b"old");
+    server(&sb).set_faults(Faults {
+        cut_download_after: Some(100_000),
+        ..Faults::default()
+    });
+    let err = sb
+        .sync_out(&[op("o", vec![dir_out(sb.remote("ws"), &back)])])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err.error.kind,
+            ErrorKind::Transport | ErrorKind::UnsafeArchive
+        ),
+        "{}",
+        err.error
+    );
+    assert!(
+        err.error.message.contains("cut") || err.error.message.contains("broke"),
+        "{}",
+        err.error
+    );
+    assert_eq!(std::fs::read(back.join("old")).unwrap(), b"old");
+    assert!(!back.join("small").exists());
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+/// A command that never returns cannot stretch either direction past its
+/// deadline.
+fn an_execute_that_never_returns_holds_the_deadline(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("src/a", b"a");
+    sb.write_remote("out.txt", b"o");
+    server(&sb).set_faults(Faults {
+        execute_hangs: true,
+        ..Faults::default()
+    });
+    let mut opts = sb.options();
+    opts.timeout = Duration::from_secs(2);
+    for out in [false, true] {
+        let t = Instant::now();
+        let err = if out {
+            sb.sync_out_with(
+                &[op(
+                    "o",
+                    vec![file_out(sb.remote("out.txt"), sb.host.join("o"))],
+                )],
+                &opts,
+            )
+        } else {
+            sb.sync_in_with(&[op("o", vec![file(&src, sb.remote("landed"))])], &opts)
+        }
+        .unwrap_err();
+        let took = t.elapsed();
+        assert!(
+            took < opts.timeout
+                + sandbox_sync_host::provider::HOST_GRACE
+                + Duration::from_millis(500),
+            "out={out}: took {took:?}"
+        );
+        assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
+        assert!(!sb.remote_on_host("landed").exists());
+        assert!(!sb.host.join("o").exists());
+    }
+}
+
+for_each_userland!(
+    daytona: sync_in_is_two_calls,
+    sync_out_is_a_command_and_a_download,
+    refusals_are_typed,
+    failing_statuses_fail_typed,
+    a_cut_upload_runs_nothing_and_leaves_nothing,
+    a_cut_download_lands_nothing,
+    an_execute_that_never_returns_holds_the_deadline,
+);
