@@ -394,6 +394,7 @@ async fn sync(direction: Direction, args: SyncArgs) -> ExitCode {
                 serde_json::json!({
                     "operations": outcome.operations,
                     "execs": outcome.execs,
+                    "toolboxCalls": outcome.toolbox_calls,
                     "compression": outcome.compression,
                 })
             );

@@ -8,6 +8,7 @@
 mod commands; // post-upload commands (seed tests 16-21)
 mod compression; // negotiated transport compression, both ways
 mod confinement; // path confinement in both directions (1, 2, 6-8, 12, 14, 19, 20)
+mod daytona_cli; // the binary's front ends on a Daytona sandbox
 mod daytona_sync; // syncs with a Daytona sandbox: call counts and toolbox faults
 mod daytona_toolbox; // the Daytona toolbox client against the fake toolbox
 mod deadlines; // a call returns within its timeout plus a small grace
