@@ -241,8 +241,61 @@ fn an_execute_that_never_returns_holds_the_deadline(u: Env) {
     }
 }
 
+/// A big re-sync asks first what the target holds (one more call) and
+/// sends only what changed; the target ends as a full sync leaves it.
+/// Without incremental, or below the threshold, it is two calls.
+fn a_big_resync_sends_only_what_changed(u: Env) {
+    let sb = Sandbox::new(u);
+    let old = std::time::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    for i in 0..48 {
+        let p = sb.write_host(
+            &format!("ws/d{}/f{i}.bin", i % 4),
+            &incompressible(32 << 10),
+        );
+        set_mtime(&p, old);
+    }
+    let edited = sb.host.join("ws/d1/f5.bin");
+    let ops = [op("o", vec![dir(sb.host.join("ws"), sb.remote("ws"))])];
+    let calls = |sb: &Sandbox| server(sb).calls().len();
+    let mut opts = sb.options();
+    opts.incremental = true;
+
+    let first = sb.sync_in_with(&ops, &opts).expect("first");
+    assert_eq!(
+        server(&sb).calls(),
+        [
+            "POST /process/execute",
+            "POST /files/bulk-upload",
+            "POST /process/execute"
+        ]
+    );
+    assert_eq!(first.operations[0].files_transferred, 48);
+
+    std::fs::write(&edited, incompressible(40 << 10)).unwrap();
+    set_mtime(&edited, old + Duration::from_secs(60));
+    std::fs::remove_file(sb.host.join("ws/d2/f6.bin")).unwrap();
+    let added = sb.write_host("ws/new.bin", &incompressible(32 << 10));
+    set_mtime(&added, old);
+    let (before, wire) = (calls(&sb), server(&sb).wire_bytes());
+    let again = sb.sync_in_with(&ops, &opts).expect("again");
+    assert_eq!(calls(&sb) - before, 3);
+    assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
+    let moved = server(&sb).wire_bytes() - wire;
+    assert!(moved < 200_000, "{moved} bytes on the wire");
+    assert_same_tree(&sb.host.join("ws"), &sb.remote_on_host("ws"));
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+
+    opts.incremental = false;
+    let before = calls(&sb);
+    let full = sb.sync_in_with(&ops, &opts).expect("full");
+    assert_eq!(calls(&sb) - before, 2);
+    assert_eq!(full.operations[0].files_transferred, 48);
+    assert_same_tree(&sb.host.join("ws"), &sb.remote_on_host("ws"));
+}
+
 for_each_userland!(
     daytona: sync_in_is_two_calls,
+    a_big_resync_sends_only_what_changed,
     sync_out_is_a_command_and_a_download,
     refusals_are_typed,
     failing_statuses_fail_typed,

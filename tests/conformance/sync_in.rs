@@ -168,7 +168,7 @@ fn streams_large_payload(u: Env) {
     let out = sb
         .sync_in(&[op("o", vec![file(&src, sb.remote("big.bin"))])])
         .expect("sync-in");
-    assert_execs(out.execs, 1);
+    assert_execs(out.execs, big_sync_in_execs(u, sb.options().incremental));
     assert_eq!(out.operations[0].bytes_transferred, data.len() as u64);
     assert!(std::fs::read(sb.remote_on_host("big.bin")).unwrap() == data);
 }

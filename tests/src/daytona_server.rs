@@ -56,6 +56,12 @@ pub struct Faults {
     /// answers as the daemon does a truncated body (the bytes so far stay
     /// in the sandbox).
     pub cut_upload_after: Option<u64>,
+    /// Upload and download file bytes are paced to this many bytes a
+    /// second (a throttled link).
+    pub bytes_per_sec: Option<u64>,
+    /// Every request waits this long before it is served (the round trips
+    /// through the proxy and the runner).
+    pub latency: Option<Duration>,
     /// `process/execute` never answers.
     pub execute_hangs: bool,
     /// `bulk-download` stops after this many bytes of file data and ends
@@ -230,6 +236,9 @@ async fn route(state: &State, req: Request<()>, body: &mut Option<Incoming>) -> 
     }
     if let Ok(mut calls) = state.calls.lock() {
         calls.push(format!("{} {endpoint}", req.method()));
+    }
+    if let Some(l) = faults.latency {
+        tokio::time::sleep(l).await;
     }
     if let Some(s) = faults
         .status
@@ -424,7 +433,7 @@ async fn upload(state: &State, req: Request<Incoming>, faults: &Faults) -> Respo
                     errors.push(format!("file[{i}]: missing .path metadata"));
                     continue;
                 };
-                match write_file(state, &dest, &mut field, faults.cut_upload_after).await {
+                match write_file(state, &dest, &mut field, faults).await {
                     Ok(bytes) => files.push(serde_json::json!({"path": dest, "bytes": bytes})),
                     Err(e) => {
                         errors.push(format!("{dest}: {e}"));
@@ -454,8 +463,10 @@ async fn write_file(
     state: &State,
     dest: &str,
     field: &mut multer::Field<'_>,
-    cut_after: Option<u64>,
+    faults: &Faults,
 ) -> Result<u64, String> {
+    let cut_after = faults.cut_upload_after;
+    let mut pacer = Pacer::new(faults.bytes_per_sec);
     let mut p = state
         .backend
         .start(ExecRequest {
@@ -482,6 +493,7 @@ async fn write_file(
                         .min(c.len())
                 });
                 n += room as u64;
+                pacer.pace(room as u64).await;
                 if p.stdin.write_all(&c[..room]).await.is_err() {
                     break;
                 }
@@ -549,14 +561,20 @@ async fn download(state: &State, req: Request<Incoming>, faults: &Faults) -> Res
             .await;
     });
     let counted = Arc::clone(&state.wire);
-    let frames =
-        futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|f| (f, rx)) })
-            .inspect(move |f| {
-                if let Ok(f) = f {
-                    let n = f.data_ref().map_or(0, Bytes::len) as u64;
-                    counted.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-                }
-            });
+    let pacer = Pacer::new(faults.bytes_per_sec);
+    let frames = futures_util::stream::unfold((rx, pacer), |(mut rx, mut pacer)| async move {
+        let f = rx.recv().await?;
+        if let Ok(f) = &f {
+            pacer.pace(f.data_ref().map_or(0, Bytes::len) as u64).await;
+        }
+        Some((f, (rx, pacer)))
+    })
+    .inspect(move |f| {
+        if let Ok(f) = f {
+            let n = f.data_ref().map_or(0, Bytes::len) as u64;
+            counted.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+        }
+    });
     Response::builder()
         .status(StatusCode::OK)
         .header(
@@ -565,6 +583,31 @@ async fn download(state: &State, req: Request<Incoming>, faults: &Faults) -> Res
         )
         .body(BoxBody::new(StreamBody::new(frames)))
         .unwrap_or_else(|_| Response::new(empty()))
+}
+
+/// Paces a transfer to a byte rate.
+struct Pacer {
+    rate: Option<u64>,
+    start: tokio::time::Instant,
+    bytes: u64,
+}
+
+impl Pacer {
+    fn new(rate: Option<u64>) -> Self {
+        Pacer {
+            rate: rate.filter(|&r| r > 0),
+            start: tokio::time::Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// Waits until `n` more bytes fit the rate.
+    async fn pace(&mut self, n: u64) {
+        let Some(rate) = self.rate else { return };
+        self.bytes += n;
+        let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
+        tokio::time::sleep_until(self.start + due).await;
+    }
 }
 
 /// Sends `path`'s part; false once the injected cut happened.

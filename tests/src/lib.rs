@@ -206,6 +206,13 @@ fn has_capability(name: &str) -> bool {
     runtime().info().capabilities.iter().any(|c| c == name)
 }
 
+/// The execs of a sync-in that sends at least 1 MiB in `u`: on a toolbox
+/// sandbox, with `incremental`, the provider first asks what the targets
+/// hold (one more command) so as to leave it out.
+pub fn big_sync_in_execs(u: Env, incremental: bool) -> u64 {
+    1 + u64::from(u.transport == Transport::Daytona && incremental && has_capability("toolbox"))
+}
+
 /// True when the provider under test promises one exec per sync call.
 pub fn single_exec() -> bool {
     has_capability("single-exec")

@@ -67,7 +67,7 @@ struct Args {
     link_runs: usize,
     /// Workload ids to run (all when `None`).
     only: Option<Vec<String>>,
-    /// Local contenders to run (all when `None`).
+    /// Contenders to run, locally and on the links (all when `None`).
     contenders: Option<Vec<String>>,
     out: PathBuf,
     bin: PathBuf,
@@ -1004,7 +1004,15 @@ struct Link {
     rate: u64,
     server: K8sExecServer,
     kubeconfig: PathBuf,
+    /// A fake Daytona toolbox behind the same link.
+    toolbox: ToolboxServer,
 }
+
+/// The Daytona contenders on a throttled link, with their `--compress` mode.
+const LINK_DAYTONA: [(&str, &str); 2] = [
+    ("tar-stream-daytona-none", "none"),
+    ("tar-stream-daytona-auto", "auto"),
+];
 
 /// Starts an exec endpoint with `faults`; writes its kubeconfig as `name`.
 fn endpoint(
@@ -1076,10 +1084,23 @@ fn main() -> Result<()> {
             ..Faults::default()
         };
         let (server, kubeconfig) = endpoint(&a, &rt, &format!("kubeconfig-{rate}mbps"), faults)?;
+        let toolbox = rt.block_on(ToolboxServer::start(
+            std::sync::Arc::new(sandbox_sync_host::exec::local::LocalBackend::host()),
+            "sbx-bench-link",
+            "bench-key",
+        ))?;
+        // Each toolbox call is one request through the proxy and the
+        // runner: the same round trip as an exec's upgrade.
+        toolbox.set_faults(sandbox_sync_tests::daytona_server::Faults {
+            bytes_per_sec: Some(rate * 1_000_000),
+            latency: Some(Duration::from_millis(LINK_EXEC_LATENCY_MS)),
+            ..Default::default()
+        });
         links.push(Link {
             rate,
             server,
             kubeconfig,
+            toolbox,
         });
     }
     // A new binary compiles each component on first use (~100 ms, ~40 MiB):
@@ -1165,12 +1186,33 @@ fn main() -> Result<()> {
     for link in &links {
         for w in &workloads.link {
             for (name, compress) in LINK_CONTENDERS {
+                if a.contenders
+                    .as_ref()
+                    .is_some_and(|c| !c.iter().any(|c| c == name))
+                {
+                    continue;
+                }
                 let kube = Variant::Kube {
                     server: &link.server,
                     kubeconfig: &link.kubeconfig,
                     compress: Some(compress),
                 };
                 let run = |wipe| run_component(&a, w, 0, kube, wipe);
+                let at = (LINK_EXEC_LATENCY_MS, Some(link.rate));
+                rows.push(bench_row(w, name, at, a.link_runs, &run)?);
+            }
+            for (name, compress) in LINK_DAYTONA {
+                if a.contenders
+                    .as_ref()
+                    .is_some_and(|c| !c.iter().any(|c| c == name))
+                {
+                    continue;
+                }
+                let daytona = Variant::Daytona {
+                    server: &link.toolbox,
+                    compress: Some(compress),
+                };
+                let run = |wipe| run_component(&a, w, 0, daytona, wipe);
                 let at = (LINK_EXEC_LATENCY_MS, Some(link.rate));
                 rows.push(bench_row(w, name, at, a.link_runs, &run)?);
             }
@@ -1365,7 +1407,7 @@ fn link_report(s: &mut String, a: &Args, workloads: &[Workload], rows: &[Row]) {
         .map(|n| n.get())
         .unwrap_or(0);
     let _ = writeln!(s, "## Throttled API-server links\n");
-    let _ = writeln!(s, "Link model: a second in-process exec endpoint per link paces each exec's stdin (client -> process) and stdout (process -> client) to the link's rate, each direction on its own (stream payload; a token bucket with 50 ms of burst), and answers every exec upgrade {LINK_EXEC_LATENCY_MS} ms late (the API server's and the kubelet's round trips; the pod GET is not delayed). There is no per-window RTT and no loss. All of it runs on this machine's {cores} cores: compression on either end competes for CPU with the sandbox's tar, the endpoint and the CLI, as it would not against a real pod. Contenders: `tar-stream-kube` (`--compress none`), `-gzip`, `-zstd` and `-auto` (`--compress gzip|zstd|auto`); the codec column is what the CLI reported using. `raw-pipe` is left out: a plain tar pipe has no throttled form as fair as the endpoint's. Bytes on wire: stdin + stdout payload the endpoint carried (WebSocket and channel framing excluded); MB/s is the workload's bytes over the median. Median of {} runs; ratios against `tar-stream-kube` on the same link.\n", a.link_runs);
+    let _ = writeln!(s, "Link model: a second in-process exec endpoint per link paces each exec's stdin (client -> process) and stdout (process -> client) to the link's rate, each direction on its own (stream payload; a token bucket with 50 ms of burst), and answers every exec upgrade {LINK_EXEC_LATENCY_MS} ms late (the API server's and the kubelet's round trips; the pod GET is not delayed). There is no per-window RTT and no loss. All of it runs on this machine's {cores} cores: compression on either end competes for CPU with the sandbox's tar, the endpoint and the CLI, as it would not against a real pod. Contenders: `tar-stream-kube` (`--compress none`), `-gzip`, `-zstd` and `-auto` (`--compress gzip|zstd|auto`); the codec column is what the CLI reported using. `raw-pipe` is left out: a plain tar pipe has no throttled form as fair as the endpoint's. Bytes on wire: stdin + stdout payload the endpoint carried (WebSocket and channel framing excluded); MB/s is the workload's bytes over the median. The Daytona contenders (`tar-stream-daytona-none`, `-auto`) run through the Daytona client against a fake toolbox behind the same kind of link: upload and download file bytes paced to the rate, every HTTP call answered {LINK_EXEC_LATENCY_MS} ms late; their bytes on wire are the file bytes uploaded and downloaded (multipart framing excluded). Median of {} runs; ratios against `tar-stream-kube` on the same link.\n", a.link_runs);
     let _ = writeln!(
         s,
         "Workloads on the links (big files are smaller than in the local rows):\n"

@@ -52,7 +52,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     if crate::toolbox::available() {
         return toolbox::run(req, sources);
     }
-    let mut plan = prepare(req, sources, codec::incremental())?;
+    let mut plan = prepare(req, sources, codec::incremental(), false)?;
     let started = sandbox_sync_driver::exec::start(
         plan.program.len(),
         req.limits.timeout_ms,
@@ -162,6 +162,10 @@ struct Plan<'a> {
     scratch: String,
     /// The program's text.
     program: String,
+    /// The report as a program of its own (a toolbox sandbox, where the
+    /// report must come before the program starts); none when nothing
+    /// is listed.
+    report_program: Option<String>,
     /// Archive members in order, but for the commit token.
     members: PlanLog,
     /// The commit token's member, the archive's last (none: no archive).
@@ -197,6 +201,7 @@ fn prepare<'a>(
     req: &'a SyncRequest,
     sources: &'a [&'a GrantedDir],
     incremental: bool,
+    report_apart: bool,
 ) -> Result<Plan<'a>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir)?;
     check_modes(req)?;
@@ -314,8 +319,16 @@ fn prepare<'a>(
     if archive && !offer.is_empty() {
         script.offer_compression();
     }
-    let program = script.finish(archive, &token)?;
+    let report_program = match report_apart {
+        true => script.report_program(&sandbox_sync_driver::scratch::fresh())?,
+        false => None,
+    };
+    let program = match report_apart {
+        true => script.finish_reported(archive, &token)?,
+        false => script.finish(archive, &token)?,
+    };
     Ok(Plan {
+        report_program,
         root,
         scratch,
         program,

@@ -17,42 +17,67 @@ const MAX_LISTING_BYTES: usize = 64 << 20;
 /// lines, should any come, go to `early`). A program that ended first (a
 /// failed preflight) reports no caps and no listings.
 pub fn read_report(stdout: &InputStream, early: &mut Vec<u8>) -> (Caps, Listing) {
-    let mut parser = ListingParser::default();
-    let mut pending: Vec<u8> = Vec::new();
-    let mut listed = 0usize;
-    let mut dropped = false;
+    let mut report = Report::default();
     loop {
         let Ok(chunk) = stdout.blocking_read(64 << 10) else {
             return (Caps::default(), Listing::default());
         };
-        pending.extend_from_slice(&chunk);
+        if let Some(done) = report.feed(&chunk, early) {
+            return done;
+        }
+    }
+}
+
+/// The report a report program printed ([`InboundScript::report_program`]
+/// on a toolbox sandbox), or none without its caps line.
+///
+/// [`InboundScript::report_program`]: sandbox_sync_core::script::InboundScript::report_program
+pub fn parse_report(output: &[u8]) -> Option<(Caps, Listing)> {
+    let mut early = Vec::new();
+    Report::default().feed(output, &mut early)
+}
+
+/// A report, parsed as it arrives.
+#[derive(Default)]
+struct Report {
+    parser: ListingParser,
+    pending: Vec<u8>,
+    listed: usize,
+    dropped: bool,
+}
+
+impl Report {
+    /// Takes the next bytes; the report once its caps line came.
+    fn feed(&mut self, chunk: &[u8], early: &mut Vec<u8>) -> Option<(Caps, Listing)> {
+        self.pending.extend_from_slice(chunk);
         let mut start = 0;
-        while let Some(n) = pending[start..].iter().position(|&b| b == b'\n') {
-            let line = &pending[start..start + n + 1];
+        while let Some(n) = self.pending[start..].iter().position(|&b| b == b'\n') {
+            let line = &self.pending[start..start + n + 1];
             start += n + 1;
             let text = std::str::from_utf8(&line[..n]).unwrap_or("");
             if let Some(caps) = script::parse_caps(text) {
-                let listing = if dropped {
+                let listing = if self.dropped {
                     Listing::default()
                 } else {
-                    parser.finish()
+                    std::mem::take(&mut self.parser).finish()
                 };
-                return (caps, listing);
+                return Some((caps, listing));
             }
-            listed += line.len();
-            dropped |= listed > MAX_LISTING_BYTES;
-            if dropped {
-                parser = ListingParser::default();
-            } else if !parser.line(text) && script::parse_status(text).is_some() {
+            self.listed += line.len();
+            self.dropped |= self.listed > MAX_LISTING_BYTES;
+            if self.dropped {
+                self.parser = ListingParser::default();
+            } else if !self.parser.line(text) && script::parse_status(text).is_some() {
                 early.extend_from_slice(line);
             }
         }
-        pending.drain(..start);
-        if pending.len() > MAX_LISTING_BYTES {
+        self.pending.drain(..start);
+        if self.pending.len() > MAX_LISTING_BYTES {
             // One endless line: not a listing.
-            pending.clear();
-            dropped = true;
+            self.pending.clear();
+            self.dropped = true;
         }
+        None
     }
 }
 

@@ -546,6 +546,44 @@ impl InboundScript {
     /// # Errors
     /// When the root or token cannot be quoted.
     pub fn finish(self, archive: bool, token: &str) -> Result<String, Error> {
+        self.finish_with(archive, token, true)
+    }
+
+    /// The report alone, as a program of its own, for a transport on which
+    /// the host must have the report before it starts the program (a
+    /// toolbox sandbox, whose commands take no stdin): the preflights, the
+    /// listings and the clock (see [`InboundScript::reuse_dir`]), then the
+    /// `caps` line. It changes nothing but its own scratch dir `scratch` (a
+    /// fresh name), which it removes. `None` when nothing is listed.
+    ///
+    /// # Errors
+    /// When the root cannot be quoted or `scratch` is not a scratch name.
+    pub fn report_program(&self, scratch: &str) -> Result<Option<String>, Error> {
+        if self.listing.is_empty() {
+            return Ok(None);
+        }
+        let mut s = preamble(&self.root, self.timeout_ms, scratch)?;
+        s.push_str(INBOUND);
+        s.push_str(&self.preflight);
+        s.push_str(&self.listing);
+        s.push_str(
+            "_ss_clock
+printf '%s caps%s\\n' \"$_ss_TAG\" \"$(_ss_caps)\"\n",
+        );
+        Ok(Some(s))
+    }
+
+    /// [`InboundScript::finish`] for a program whose report ran before it
+    /// ([`InboundScript::report_program`]): it lists nothing itself and
+    /// still keeps what the archive's keep lists name.
+    ///
+    /// # Errors
+    /// As [`InboundScript::finish`].
+    pub fn finish_reported(self, archive: bool, token: &str) -> Result<String, Error> {
+        self.finish_with(archive, token, false)
+    }
+
+    fn finish_with(self, archive: bool, token: &str, lists: bool) -> Result<String, Error> {
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
@@ -555,7 +593,7 @@ impl InboundScript {
 else head -c \"$_ss_len\" | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
                 blocking = crate::tar_write::RECORD / 512
             );
-            if !self.listing.is_empty() {
+            if lists && !self.listing.is_empty() {
                 s.push_str(&self.listing);
                 s.push_str("_ss_clock\n");
             }
