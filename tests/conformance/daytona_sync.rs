@@ -293,6 +293,31 @@ fn a_big_resync_sends_only_what_changed(u: Env) {
     assert_same_tree(&sb.host.join("ws"), &sb.remote_on_host("ws"));
 }
 
+/// A provider without the `toolbox` capability (the base64 fallback) is
+/// refused on a Daytona sandbox before anything moves.
+#[test]
+fn refused_without_the_capability() {
+    let sb = Sandbox::new(Env {
+        userland: Userland::Gnu,
+        transport: Transport::Daytona,
+    });
+    let fallback = block_on(Runtime::from_file(std::path::Path::new(
+        sandbox_sync_host::runtime::FALLBACK_COMPONENT_PATH,
+    )))
+    .unwrap();
+    let src = sb.write_host("a", b"a");
+    let err = block_on(fallback.sync_in(
+        &[op("o", vec![file(&src, sb.remote("a"))])],
+        &sb.options(),
+        sb.backend(),
+    ))
+    .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::Transport, "{}", err.error);
+    assert!(err.error.message.contains("toolbox"), "{}", err.error);
+    assert!(server(&sb).calls().is_empty());
+    assert!(!sb.remote_on_host("a").exists());
+}
+
 for_each_userland!(
     daytona: sync_in_is_two_calls,
     a_big_resync_sends_only_what_changed,

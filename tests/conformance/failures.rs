@@ -202,7 +202,47 @@ fn stderr_flood_fails_closed(u: Env) {
     assert!(err.error.message.contains("stderr"), "{}", err.error);
 }
 
+/// A sync-out target inside another mapping's directory target (which
+/// lands wholesale) is refused before anything moves: it failed after the
+/// directory had landed, half done.
+fn nested_sync_out_targets_are_refused(u: Env) {
+    let sb = Sandbox::new(u);
+    sb.write_remote("out/a.txt", b"a");
+    sb.write_remote("extra.bin", b"extra");
+    let back = sb.host.join("back");
+    sb.write_host("back/old.txt", b"old");
+    for second in [
+        file_out(sb.remote("extra.bin"), back.join("extra.bin")),
+        dir_out(sb.remote("out"), back.join("sub/../deeper")),
+        dir_out(sb.remote("out"), &back),
+    ] {
+        let err = sb
+            .sync_out(&[op("o", vec![dir_out(sb.remote("out"), &back), second])])
+            .unwrap_err();
+        assert_eq!(err.error.kind, ErrorKind::InvalidRequest, "{}", err.error);
+        assert!(
+            err.error.message.contains("lands wholesale"),
+            "{}",
+            err.error
+        );
+        assert_execs(err.execs, 0);
+        assert_eq!(std::fs::read(back.join("old.txt")).unwrap(), b"old");
+        assert!(!back.join("a.txt").exists());
+    }
+    // Apart, both land.
+    sb.sync_out(&[op(
+        "o",
+        vec![
+            dir_out(sb.remote("out"), &back),
+            file_out(sb.remote("extra.bin"), sb.host.join("extra.bin")),
+        ],
+    )])
+    .expect("targets apart");
+    assert_eq!(std::fs::read(back.join("a.txt")).unwrap(), b"a");
+}
+
 sandbox_sync_tests::for_each_userland!(
+    nested_sync_out_targets_are_refused,
     stderr_flood_fails_closed,
     missing_source,
     missing_sandbox_source,

@@ -24,6 +24,7 @@ use crate::CHUNK;
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir)?;
     sandbox_sync_driver::plan::check_modes(req)?;
+    sandbox_sync_driver::plan::check_out_targets(req)?;
     let mappings: usize = req.operations.iter().map(|o| o.files.len()).sum();
     if mappings != targets.len() {
         return Err(SyncError::InvalidRequest(format!(

@@ -88,6 +88,50 @@ pub fn command_cwd(root: &str, cwd: Option<&str>, command: &str) -> Result<Strin
     Ok(cwd)
 }
 
+/// Checks a sync-out's host targets before anything moves: none may be,
+/// or lie inside, another mapping's directory target. A directory target
+/// lands wholesale (its grant is swapped for the staged tree), so a target
+/// inside it would be written through a directory that is gone by then,
+/// and the call would fail after the directory landed: half done.
+///
+/// # Errors
+/// `invalid-request` naming the two targets.
+pub fn check_out_targets(req: &SyncRequest) -> Result<(), SyncError> {
+    use crate::bindings::sandbox_sync::provider::types::MappingKind;
+    let all: Vec<_> = req.operations.iter().flat_map(|o| o.files.iter()).collect();
+    for (i, m) in all.iter().enumerate() {
+        let inside = all.iter().enumerate().find(|&(j, d)| {
+            j != i
+                && d.kind == MappingKind::Directory
+                && lexical(&m.target_path).starts_with(lexical(&d.target_path))
+        });
+        if let Some((_, d)) = inside {
+            return Err(SyncError::InvalidRequest(format!(
+                "sync-out target {} is or lies inside the directory target {}, which lands \
+                 wholesale: sync the directory alone, or pick targets apart",
+                m.target_path, d.target_path
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `path` with `.` and `..` resolved lexically (host targets are the
+/// orchestrator's absolute paths; symlinks are not followed here).
+fn lexical(path: &str) -> std::path::PathBuf {
+    let mut out = std::path::PathBuf::new();
+    for c in std::path::Path::new(path).components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// Whether mapping `k`'s target is, or lies inside, another mapping's
 /// (`targets`, one per mapping). A directory mapping replaces what is
 /// inside it wholesale when it lands, and two mappings to one path land in
@@ -154,6 +198,16 @@ mod tests {
             command_cwd("/w", None, "a\0b"),
             Err(SyncError::InvalidRequest(_))
         ));
+    }
+
+    #[test]
+    fn lexical_paths_resolve_dots() {
+        assert_eq!(
+            lexical("/a/./b/../c//d"),
+            std::path::PathBuf::from("/a/c/d")
+        );
+        assert!(lexical("/back/../back/x").starts_with(lexical("/back")));
+        assert!(!lexical("/backup/x").starts_with(lexical("/back")));
     }
 
     #[test]

@@ -57,6 +57,7 @@ fn prepare<'a>(
 ) -> Result<Prepared<'a>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir)?;
     sandbox_sync_driver::plan::check_modes(req)?;
+    sandbox_sync_driver::plan::check_out_targets(req)?;
     let mappings: Vec<(usize, usize, &FileMapping)> = req
         .operations
         .iter()
