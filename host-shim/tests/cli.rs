@@ -54,6 +54,7 @@ fn sync_in_and_out_print_results_as_json() {
         serde_json::json!({
             "operations": [{"operationId": "op-1", "filesTransferred": 1, "bytesTransferred": 5}],
             "execs": 1,
+            "toolboxCalls": 0,
             // The local backend is never worth compressing for.
             "compression": [],
         })

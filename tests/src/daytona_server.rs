@@ -56,8 +56,8 @@ pub struct Faults {
     /// answers as the daemon does a truncated body (the bytes so far stay
     /// in the sandbox).
     pub cut_upload_after: Option<u64>,
-    /// Upload and download file bytes are paced to this many bytes a
-    /// second (a throttled link).
+    /// Upload and download file bytes, commands and their answers are
+    /// paced to this many bytes a second (a throttled link).
     pub bytes_per_sec: Option<u64>,
     /// Every request waits this long before it is served (the round trips
     /// through the proxy and the runner).
@@ -76,7 +76,7 @@ struct State {
     backend: Arc<dyn ExecBackend>,
     faults: Mutex<Faults>,
     calls: Mutex<Vec<String>>,
-    /// File bytes uploaded and downloaded (multipart framing aside).
+    /// Bytes uploaded, downloaded, and of commands and their answers.
     wire: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -154,7 +154,8 @@ impl ToolboxServer {
         }
     }
 
-    /// File bytes moved by uploads and downloads so far: what crossed the
+    /// Bytes moved so far: uploaded and downloaded file bytes (multipart
+    /// framing aside), commands and their JSON answers; what crossed the
     /// link, compressed or not.
     pub fn wire_bytes(&self) -> u64 {
         self.state.wire.load(std::sync::atomic::Ordering::Relaxed)
@@ -319,6 +320,10 @@ async fn execute(
             "BAD_REQUEST",
         );
     };
+    // A command's text and its output cross the link too.
+    let mut pacer = Pacer::new(faults.bytes_per_sec);
+    pacer.pace(body.len() as u64).await;
+    state.count(body.len());
     let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body) else {
         return json_error(
             StatusCode::BAD_REQUEST,
@@ -384,10 +389,22 @@ async fn execute(
         let why = String::from_utf8_lossy(&status.stderr).into_owned();
         return ok_json(serde_json::json!({"exitCode": -1, "result": why}));
     }
-    ok_json(serde_json::json!({
+    let answer = serde_json::json!({
         "exitCode": status.exit_code.unwrap_or(-1),
         "result": String::from_utf8_lossy(&out),
-    }))
+    });
+    let len = answer.to_string().len();
+    pacer.pace(len as u64).await;
+    state.count(len);
+    ok_json(answer)
+}
+
+impl State {
+    /// Counts `n` bytes that crossed the link.
+    fn count(&self, n: usize) {
+        self.wire
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 async fn upload(state: &State, req: Request<Incoming>, faults: &Faults) -> Response<Body> {
