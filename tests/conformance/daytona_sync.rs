@@ -318,8 +318,44 @@ fn refused_without_the_capability() {
     assert!(!sb.remote_on_host("a").exists());
 }
 
+/// A sync-out program too long to pass as one argument (hundreds of
+/// mappings) is uploaded first and read by the bootstrap: one more call,
+/// and everything still lands.
+fn a_long_outbound_program_is_uploaded_first(u: Env) {
+    let sb = Sandbox::new(u);
+    let n = 1000;
+    let mut files = Vec::new();
+    for i in 0..n {
+        let name = format!("out/a-fairly-long-file-name-to-make-the-program-long-{i:04}.txt");
+        sb.write_remote(&name, format!("{i}").as_bytes());
+        files.push(file_out(
+            sb.remote(&name),
+            sb.host.join(format!("back/{i:04}.txt")),
+        ));
+    }
+    let out = sb.sync_out(&[op("o", files)]).expect("sync-out");
+    assert_eq!(
+        server(&sb).calls(),
+        [
+            "POST /files/bulk-upload",
+            "POST /process/execute",
+            "POST /files/bulk-download",
+            "DELETE /files"
+        ]
+    );
+    assert_eq!(out.operations[0].files_transferred, n);
+    for i in [0, n / 2, n - 1] {
+        assert_eq!(
+            std::fs::read_to_string(sb.host.join(format!("back/{i:04}.txt"))).unwrap(),
+            i.to_string()
+        );
+    }
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 for_each_userland!(
     daytona: sync_in_is_two_calls,
+    a_long_outbound_program_is_uploaded_first,
     a_big_resync_sends_only_what_changed,
     sync_out_is_a_command_and_a_download,
     refusals_are_typed,

@@ -49,7 +49,15 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     };
     let sep = toolbox::separator();
     let command = wrapper::outbound(program, &out, &sep, limits.max_stderr_bytes)?;
-    let ran = toolbox::run(&command, &sep, limits.timeout_ms, limits.max_stderr_bytes)?;
+    let ran = match toolbox::run(&command, &sep, limits.timeout_ms, limits.max_stderr_bytes) {
+        Ok(ran) => ran,
+        Err(e) => {
+            // The command may never have run, to unlink what it was given
+            // or to remove what it wrote.
+            toolbox::remove(&[&out, &program_file], limits.timeout_ms);
+            return Err(e);
+        }
+    };
     let last = req
         .operations
         .last()
