@@ -234,13 +234,17 @@ fn write_tree(dir: &Path, files: u64, blobs: u64, g: &mut Gen) -> Result<()> {
         let unit = (g.next() >> 11) as f64 / (1u64 << 53) as f64;
         let size = (200.0 * (40_960.0f64 / 200.0).powf(unit)) as u64;
         let ext = EXTS[(i % EXTS.len() as u64) as usize];
-        write_source(&d.join(format!("f{i:05}.{ext}")), size, g)?;
+        let f = d.join(format!("f{i:05}.{ext}"));
+        write_source(&f, size, g)?;
+        age(&f)?;
     }
     let assets = tmp.join("assets");
     std::fs::create_dir_all(&assets)?;
     for i in 0..blobs {
         let size = (256 << 10) + g.next() % ((2 << 20) - (256 << 10));
-        write_random(&assets.join(format!("blob{i:02}.bin")), size, g)?;
+        let f = assets.join(format!("blob{i:02}.bin"));
+        write_random(&f, size, g)?;
+        age(&f)?;
     }
     std::fs::rename(&tmp, dir)?;
     Ok(())
@@ -257,11 +261,18 @@ const GENERATED_MTIME: u64 = 1_795_942_800;
 fn ensure_file(path: &Path, size: u64, write: impl FnOnce(&Path, u64) -> Result<()>) -> Result<()> {
     if std::fs::metadata(path).ok().map(|m| m.len()) != Some(size) {
         write(path, size)?;
-        std::fs::File::options()
-            .write(true)
-            .open(path)?
-            .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(GENERATED_MTIME))?;
+        age(path)?;
     }
+    Ok(())
+}
+
+/// Dates a generated file [`GENERATED_MTIME`]. The source trees' files too:
+/// a tree generated seconds before its re-sync was all racy, and sent again.
+fn age(path: &Path) -> Result<()> {
+    std::fs::File::options()
+        .write(true)
+        .open(path)?
+        .set_modified(std::time::UNIX_EPOCH + Duration::from_secs(GENERATED_MTIME))?;
     Ok(())
 }
 
