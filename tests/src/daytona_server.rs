@@ -214,12 +214,7 @@ async fn route(state: &State, req: Request<()>, body: &mut Option<Incoming>) -> 
     };
     let (sandbox, endpoint) = rest.split_once('/').unwrap_or((rest, ""));
     let endpoint = format!("/{endpoint}");
-    let bearer = req
-        .headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if bearer != Some(state.key.as_str()) {
+    if bearer(&req) != Some(state.key.as_str()) {
         return json_error(
             StatusCode::UNAUTHORIZED,
             "unauthorized: authentication failed: Bearer token is invalid",
@@ -272,14 +267,17 @@ async fn route(state: &State, req: Request<()>, body: &mut Option<Incoming>) -> 
     }
 }
 
-/// `GET /api/sandbox/{id}/toolbox-proxy-url`: where the toolbox is.
-fn toolbox_url(state: &State, req: &Request<()>, id: &str, path: &str) -> Response<Body> {
-    let bearer = req
-        .headers()
+/// The request's bearer token.
+fn bearer(req: &Request<()>) -> Option<&str> {
+    req.headers()
         .get(http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if bearer != Some(state.key.as_str()) {
+        .and_then(|v| v.strip_prefix("Bearer "))
+}
+
+/// `GET /api/sandbox/{id}/toolbox-proxy-url`: where the toolbox is.
+fn toolbox_url(state: &State, req: &Request<()>, id: &str, path: &str) -> Response<Body> {
+    if bearer(req) != Some(state.key.as_str()) {
         return json_error(
             StatusCode::UNAUTHORIZED,
             "Invalid credentials",
