@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use sandbox_sync_host::provider::Compress;
 use sandbox_sync_tests::daytona_server::{Faults, ToolboxServer};
 use sandbox_sync_tests::*;
 
@@ -364,3 +365,89 @@ for_each_userland!(
     a_cut_download_lands_nothing,
     an_execute_that_never_returns_holds_the_deadline,
 );
+
+/// A local sandbox whose PATH has every host tool but gzip. (A BusyBox
+/// root will not do: its shell runs its own `gzip` applet without looking
+/// at PATH.)
+struct NoGzip {
+    inner: sandbox_sync_host::exec::local::LocalBackend,
+    path: String,
+}
+
+impl sandbox_sync_host::exec::ExecBackend for NoGzip {
+    fn start(
+        &self,
+        mut req: sandbox_sync_host::exec::ExecRequest,
+    ) -> sandbox_sync_host::exec::BoxFuture<
+        '_,
+        Result<sandbox_sync_host::exec::Process, sandbox_sync_host::exec::ExecError>,
+    > {
+        let mut argv = vec!["/usr/bin/env".to_owned(), format!("PATH={}", self.path)];
+        argv.append(&mut req.argv);
+        req.argv = argv;
+        self.inner.start(req)
+    }
+
+    fn name(&self) -> &'static str {
+        "no-gzip"
+    }
+}
+
+/// A sandbox without gzip refuses the blind gzip upload before it reads a
+/// byte (`NO_CODEC`), and gets the upload once more, plain: two more
+/// calls, everything lands, no scratch left.
+#[test]
+fn a_sandbox_without_gzip_gets_the_upload_again_plain() {
+    if !drives(Transport::Daytona) {
+        return;
+    }
+    let tools = tempfile::tempdir().unwrap();
+    for dir in ["/usr/bin", "/usr/sbin"] {
+        for e in std::fs::read_dir(dir).unwrap().filter_map(Result::ok) {
+            let name = e.file_name();
+            if !matches!(name.to_str(), Some("gzip" | "gunzip" | "zcat")) {
+                let _ = std::os::unix::fs::symlink(e.path(), tools.path().join(&name));
+            }
+        }
+    }
+    let backend = NoGzip {
+        inner: sandbox_sync_host::exec::local::LocalBackend::host(),
+        path: tools.path().display().to_string(),
+    };
+    let (server, backend) = daytona_backend(std::sync::Arc::new(backend));
+
+    let host = tempfile::tempdir().unwrap();
+    let ws = host.path().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let src = host.path().join("notes.txt");
+    let text = "a line of text that compresses well\n".repeat(4000);
+    std::fs::write(&src, &text).unwrap();
+    let mut opts = sync_options(ws.display().to_string());
+    opts.compress = Compress::Gzip;
+    opts.incremental = false;
+    let target = ws.join("notes.txt");
+    let out = block_on(runtime().sync_in(
+        &[op("o", vec![file(&src, target.display().to_string())])],
+        &opts,
+        backend,
+    ))
+    .expect("sync-in");
+    assert_eq!(
+        server.calls(),
+        [
+            "POST /files/bulk-upload",
+            "POST /process/execute",
+            "POST /files/bulk-upload",
+            "POST /process/execute"
+        ]
+    );
+    assert_eq!((out.toolbox_calls, out.execs), (4, 2));
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), text);
+    let left: Vec<_> = std::fs::read_dir(&ws)
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with(".paperclip-upload"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
