@@ -117,10 +117,15 @@ fn upload_text(path: &str, text: &str, timeout_ms: u64, max_stderr: u64) -> Resu
     let exec = toolbox::upload(path, timeout_ms, max_stderr)?;
     let stdin = exec.stdin().map_err(SyncError::Transport)?;
     let written = io::write_all(&stdin, text.as_bytes()).and_then(|()| io::flush(&stdin));
+    if written.is_err() {
+        // A cut body is never confirmed.
+        exec.abort();
+    }
     drop(stdin);
     let status = exec.finish();
-    match (written, status) {
-        (Ok(()), Ok(s)) if s.exit_code == Some(0) => Ok(()),
+    drop(exec);
+    let done = match (written, status) {
+        (Ok(()), Ok(s)) if s.exit_code == Some(0) => return Ok(()),
         (Err(e), _) => Err(SyncError::Transport(format!(
             "uploading the program failed: {e}"
         ))),
@@ -128,5 +133,8 @@ fn upload_text(path: &str, text: &str, timeout_ms: u64, max_stderr: u64) -> Resu
             "uploading the program failed: {e}"
         ))),
         (Ok(()), Ok(_)) => Err(SyncError::Transport("uploading the program failed".into())),
-    }
+    };
+    // The toolbox may have kept what arrived.
+    toolbox::remove(&[path], timeout_ms);
+    done
 }
