@@ -10,6 +10,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
 };
 use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_toolbox;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::SyncError;
+use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::io;
 
 /// Most bytes of a command's output read back: its status lines and the
@@ -62,13 +63,65 @@ pub fn run(command: &str, sep: &str, timeout_ms: u64, max_stderr: u64) -> Result
     })
 }
 
-/// Starts an upload to the sandbox file `path`.
+/// Runs `program` as it is (inline), to completion.
 ///
 /// # Errors
-/// `transport` when it cannot start.
-pub fn upload(path: &str, timeout_ms: u64, max_stderr: u64) -> Result<Execution, SyncError> {
-    sandbox_toolbox::upload(path, options(timeout_ms, max_stderr))
-        .map_err(|e| SyncError::Transport(format!("failed to start the upload: {e}")))
+/// `transport` when the toolbox failed to run it or to answer;
+/// `invalid-request` for a program that cannot be quoted.
+pub fn run_program(program: &str, timeout_ms: u64, max_stderr: u64) -> Result<Ran, SyncError> {
+    let sep = separator();
+    let command = wrapper::plain(Program::Inline(program), &sep, max_stderr)?;
+    run(&command, &sep, timeout_ms, max_stderr)
+}
+
+/// Why writing an upload's body stopped.
+pub enum WriteFailed {
+    /// The component's own error, which stands as it is.
+    Own(SyncError),
+    /// The body's stream failed; the upload's status says why.
+    Stream(String),
+}
+
+/// Uploads to the sandbox file `path` what `write` writes to the body.
+/// A write that fails aborts the upload (a cut body is never confirmed),
+/// and after any failure whatever the toolbox kept of it is deleted.
+/// `what` names the upload in errors ("the upload").
+///
+/// # Errors
+/// The write's own error, else `transport`: the upload's failure, or its
+/// stream's.
+pub fn upload(
+    path: &str,
+    what: &str,
+    timeout_ms: u64,
+    max_stderr: u64,
+    write: impl FnOnce(&Execution, &OutputStream) -> Result<(), WriteFailed>,
+) -> Result<(), SyncError> {
+    let exec = sandbox_toolbox::upload(path, options(timeout_ms, max_stderr))
+        .map_err(|e| SyncError::Transport(format!("failed to start {what}: {e}")))?;
+    let stdin = exec.stdin().map_err(SyncError::Transport)?;
+    let written = write(&exec, &stdin);
+    if written.is_err() {
+        exec.abort();
+    }
+    // The end of stdin ends the upload's body.
+    drop(stdin);
+    let status = exec.finish();
+    drop(exec);
+    let failed = match (written, status) {
+        (Ok(()), Ok(s)) if s.exit_code == Some(0) => return Ok(()),
+        (Err(WriteFailed::Own(e)), _) => e,
+        (_, Err(e)) | (Err(WriteFailed::Stream(e)), Ok(_)) => {
+            SyncError::Transport(format!("{what} failed: {e}"))
+        }
+        (Ok(()), Ok(s)) => SyncError::Transport(format!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&s.stderr)
+        )),
+    };
+    // The toolbox may have kept what arrived.
+    remove(&[path], timeout_ms);
+    Err(failed)
 }
 
 /// Starts a download of the sandbox file `path`, removed once the
@@ -99,10 +152,7 @@ pub fn remove(paths: &[&str], timeout_ms: u64) {
 /// directory and the wrapper's `files` (best effort).
 pub fn cleanup(root: &str, scratch: &str, files: &[&str], timeout_ms: u64) {
     if let Ok(program) = script::cleanup(root, scratch, &sandbox_sync_driver::scratch::fresh()) {
-        let sep = separator();
-        if let Ok(command) = wrapper::plain(Program::Inline(&program), &sep, 4096) {
-            let _ = run(&command, &sep, timeout_ms.min(10_000), 4096);
-        }
+        let _ = run_program(&program, timeout_ms.min(10_000), 4096);
     }
     remove(files, timeout_ms);
 }

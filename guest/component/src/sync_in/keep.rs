@@ -24,8 +24,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use sandbox_sync_core::plan::{Planned, PlannedKind};
+use sandbox_sync_core::plan_log::PlanLog;
 use sandbox_sync_core::script::{Listed, Listing};
 use sandbox_sync_core::IN_FLIGHT_SECS;
+use sandbox_sync_driver::bindings::sandbox_sync::provider::types::OperationResult;
 
 /// Decides, member by member, what the targets already hold.
 pub struct Keeper<'l> {
@@ -134,8 +136,31 @@ impl<'l> Keeper<'l> {
         })
     }
 
-    /// Archive bytes the kept files would have taken.
-    pub fn dropped_len(&self) -> u64 {
-        self.counted.iter().map(|c| c.1).sum()
+    /// Per planned member, whether the targets hold it (each is recorded
+    /// as kept); empty when nothing can be kept.
+    pub fn skips(&mut self, members: &PlanLog) -> Vec<bool> {
+        if self.is_idle() {
+            return Vec::new();
+        }
+        members.iter().map(|p| self.keeps(&p)).collect()
+    }
+
+    /// The archive bytes of a plan of `planned` bytes once the kept files
+    /// so far are left out and the keep lists are in.
+    pub fn archive_len(&self, planned: u64) -> u64 {
+        let dropped: u64 = self.counted.iter().map(|c| c.1).sum();
+        let lists: u64 = self.lists().map(|p| p.member().archive_len()).sum();
+        planned - dropped + lists
+    }
+
+    /// Takes the kept files out of what `results` count (they were not
+    /// transferred); `mapping_op` gives each mapping's operation.
+    pub fn uncount(kept: &[(usize, u64)], mapping_op: &[usize], results: &mut [OperationResult]) {
+        for &(k, bytes) in kept {
+            if let Some(r) = mapping_op.get(k).and_then(|&i| results.get_mut(i)) {
+                r.files_transferred = r.files_transferred.saturating_sub(1);
+                r.bytes_transferred = r.bytes_transferred.saturating_sub(bytes);
+            }
+        }
     }
 }

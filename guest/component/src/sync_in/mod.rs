@@ -71,13 +71,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
         sent @ (Ok(_) | Err(Sent::Stream(_))) => {
             let mut results = std::mem::take(&mut plan.results);
             if let Ok(s) = &sent {
-                // Kept files were not transferred.
-                for &(k, bytes) in &s.kept {
-                    if let Some(r) = plan.mapping_op.get(k).and_then(|&i| results.get_mut(i)) {
-                        r.files_transferred = r.files_transferred.saturating_sub(1);
-                        r.bytes_transferred = r.bytes_transferred.saturating_sub(bytes);
-                    }
-                }
+                Keeper::uncount(&s.kept, &plan.mapping_op, &mut results);
             }
             // Plain, stdin stays open until the status (the sandbox never
             // needs EOF); a compressed archive ends with stdin.
@@ -428,23 +422,59 @@ fn deliver(
         walker.fill(&mut plan.members, usize::MAX).map_err(refuse)?;
     }
     let mut keeper = Keeper::new(&listing, &plan.file_modes, sent_at);
-    let skip: Vec<bool> = if keeper.is_idle() {
-        Vec::new()
-    } else {
-        plan.members.iter().map(|p| keeper.keeps(&p)).collect()
-    };
+    let skip = keeper.skips(&plan.members);
     // Only a whole plan has a length; a streamed one ends at its marker.
-    let promised = (!streaming).then(|| {
-        plan.members_len() - keeper.dropped_len()
-            + keeper
-                .lists()
-                .map(|p| p.member().archive_len())
-                .sum::<u64>()
+    let promised = (!streaming).then(|| keeper.archive_len(plan.members_len()));
+    let rest = walker.by_ref().map(|p| {
+        // Past the first byte a failed walk is like a changed source: the
+        // program never sees its commit token.
+        p.map_err(Sent::Fatal)
     });
+    let archive = Archive {
+        members: &plan.members,
+        skip: &skip,
+        commit: &commit,
+        promised,
+    };
+    send_archive(exec, stdin, sources, &archive, rest, &mut keeper, chosen)?;
+    Ok(Delivery {
+        codec: chosen,
+        kept: keeper.counted,
+    })
+}
+
+/// The archive of a plan, as the host answers and sends it.
+struct Archive<'a> {
+    /// The planned members, the commit token's aside.
+    members: &'a PlanLog,
+    /// Per planned member: the targets hold it, so it is left out (empty:
+    /// nothing is).
+    skip: &'a [bool],
+    /// The commit token's member, the archive's last.
+    commit: &'a Planned,
+    /// The members' archive bytes, announced in the answer (none: a
+    /// streamed archive, which ends at its marker).
+    promised: Option<u64>,
+}
+
+/// Answers the program (the codec, and the length where there is one) and
+/// sends the archive: the planned members the targets do not hold, then
+/// `rest` (the walk's remainder, when streaming; those the targets hold
+/// left out too), the keep lists and the commit token, compressed after
+/// the answer when `chosen` says so.
+fn send_archive(
+    exec: &Execution,
+    stdin: &OutputStream,
+    sources: &[&GrantedDir],
+    archive: &Archive<'_>,
+    rest: impl Iterator<Item = Result<Planned, Sent>>,
+    keeper: &mut Keeper<'_>,
+    chosen: Option<Codec>,
+) -> Result<(), Sent> {
     let answer = format!(
         "{} {}\n",
         script::choice_name(chosen),
-        promised.map_or(0, tar_write::archive_len)
+        archive.promised.map_or(0, tar_write::archive_len)
     );
     io::write_all(stdin, answer.as_bytes()).map_err(Sent::Stream)?;
     let fatal = |e: String| Sent::Fatal(SyncError::Transport(e));
@@ -452,15 +482,13 @@ fn deliver(
         exec.compress_stdin(codec::to_wit(c)).map_err(fatal)?;
     }
     let mut out = ArchiveWriter::new(exec, stdin, sources);
-    for (i, p) in plan.members.iter().enumerate() {
-        if !skip.get(i).copied().unwrap_or(false) {
+    for (i, p) in archive.members.iter().enumerate() {
+        if !archive.skip.get(i).copied().unwrap_or(false) {
             out.push(&p)?;
         }
     }
-    for p in walker.by_ref() {
-        // Past the first byte a failed walk is like a changed source: the
-        // program never sees its commit token.
-        let p = p.map_err(Sent::Fatal)?;
+    for p in rest {
+        let p = p?;
         if !keeper.keeps(&p) {
             out.push(&p)?;
         }
@@ -468,21 +496,18 @@ fn deliver(
     for p in keeper.lists() {
         out.push(&p)?;
     }
-    out.push(&commit)?;
+    out.push(archive.commit)?;
     let sent = out.finish()?;
-    if promised.is_some_and(|len| len != sent) {
+    if let Some(len) = archive.promised.filter(|&len| len != sent) {
         return Err(fatal(format!(
-            "the archive came to {sent} bytes, not the {promised:?} announced"
+            "the archive came to {sent} bytes, not the {len} announced"
         )));
     }
     if chosen.is_some() {
         exec.finish_compressed_stdin().map_err(fatal)?;
         io::flush(stdin).map_err(Sent::Stream)?;
     }
-    Ok(Delivery {
-        codec: chosen,
-        kept: keeper.counted,
-    })
+    Ok(())
 }
 
 /// The directory mappings' members, walked one at a time, and what each

@@ -17,7 +17,7 @@ use sandbox_sync_driver::extract::Pending;
 use sandbox_sync_driver::io::{self, GuardedInput};
 
 use super::{land, prepare, receive, Channel, Prepared};
-use crate::toolbox;
+use crate::toolbox::{self, WriteFailed};
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let Prepared {
@@ -36,11 +36,16 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let program = if text.len() <= INLINE_MAX {
         Program::Inline(&text)
     } else {
-        upload_text(
+        toolbox::upload(
             &program_file,
-            &text,
+            "uploading the program",
             limits.timeout_ms,
             limits.max_stderr_bytes,
+            |_, stdin| {
+                io::write_all(stdin, text.as_bytes())
+                    .and_then(|()| io::flush(stdin))
+                    .map_err(|e| WriteFailed::Stream(e.to_string()))
+            },
         )?;
         Program::Uploaded {
             path: &program_file,
@@ -110,31 +115,4 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         ))),
     };
     land(results, staged)
-}
-
-/// Uploads `text` to the sandbox file `path`.
-fn upload_text(path: &str, text: &str, timeout_ms: u64, max_stderr: u64) -> Result<(), SyncError> {
-    let exec = toolbox::upload(path, timeout_ms, max_stderr)?;
-    let stdin = exec.stdin().map_err(SyncError::Transport)?;
-    let written = io::write_all(&stdin, text.as_bytes()).and_then(|()| io::flush(&stdin));
-    if written.is_err() {
-        // A cut body is never confirmed.
-        exec.abort();
-    }
-    drop(stdin);
-    let status = exec.finish();
-    drop(exec);
-    let done = match (written, status) {
-        (Ok(()), Ok(s)) if s.exit_code == Some(0) => return Ok(()),
-        (Err(e), _) => Err(SyncError::Transport(format!(
-            "uploading the program failed: {e}"
-        ))),
-        (_, Err(e)) => Err(SyncError::Transport(format!(
-            "uploading the program failed: {e}"
-        ))),
-        (Ok(()), Ok(_)) => Err(SyncError::Transport("uploading the program failed".into())),
-    };
-    // The toolbox may have kept what arrived.
-    toolbox::remove(&[path], timeout_ms);
-    done
 }
