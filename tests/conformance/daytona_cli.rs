@@ -126,37 +126,28 @@ fn cp_and_doctor() {
     let server = sb.toolbox.as_ref().unwrap();
     let src = sb.write_host("notes.txt", b"notes");
     let spec = format!("daytona:{}:{}", server.sandbox, sb.remote("notes.txt"));
-    let out = Command::new(binary())
-        .arg("cp")
-        .arg(&src)
-        .arg(&spec)
-        .args(["--daytona-toolbox-url", &server.url, "--json"])
-        .env("DAYTONA_API_KEY", &server.key)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let cp = |from: &std::ffi::OsStr, to: &std::ffi::OsStr, flag: &str| {
+        let out = Command::new(binary())
+            .arg("cp")
+            .arg(from)
+            .arg(to)
+            .args(["--daytona-toolbox-url", &server.url, flag])
+            .env("DAYTONA_API_KEY", &server.key)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    cp(src.as_os_str(), spec.as_ref(), "--json");
     assert_eq!(
         std::fs::read(sb.remote_on_host("notes.txt")).unwrap(),
         b"notes"
     );
     let back = sb.host.join("back.txt");
-    let out = Command::new(binary())
-        .arg("cp")
-        .arg(&spec)
-        .arg(&back)
-        .args(["--daytona-toolbox-url", &server.url, "--quiet"])
-        .env("DAYTONA_API_KEY", &server.key)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cp(spec.as_ref(), back.as_os_str(), "--quiet");
     assert_eq!(std::fs::read(&back).unwrap(), b"notes");
 
     let out = cli(&sb, &["doctor", "--remote-dir", &sb.remote])

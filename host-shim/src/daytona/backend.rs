@@ -69,12 +69,12 @@ impl Toolbox for DaytonaBackend {
             client.upload(&path, ReaderStream::new(body)).await?;
             Ok(0)
         });
-        Ok(Process {
-            stdin: Box::new(stdin),
-            stdout: Box::new(tokio::io::empty()),
-            control: Box::new(TaskControl::new(task, timeout)),
-            stdin_ends: true,
-        })
+        Ok(process(
+            Box::new(stdin),
+            Box::new(tokio::io::empty()),
+            task,
+            timeout,
+        ))
     }
 
     fn run(&self, command: String, timeout: Duration) -> Result<Process, ExecError> {
@@ -86,12 +86,12 @@ impl Toolbox for DaytonaBackend {
             let _ = tx.send(Ok(Bytes::from(done.output))).await;
             Ok(done.exit_code)
         });
-        Ok(Process {
-            stdin: Box::new(tokio::io::sink()),
-            stdout: Box::new(StreamReader::new(tokio_stream_from(rx))),
-            control: Box::new(TaskControl::new(task, timeout)),
-            stdin_ends: true,
-        })
+        Ok(process(
+            Box::new(tokio::io::sink()),
+            Box::new(StreamReader::new(tokio_stream_from(rx))),
+            task,
+            timeout,
+        ))
     }
 
     fn download(
@@ -122,9 +122,7 @@ impl Toolbox for DaytonaBackend {
                         // came: deleting it now loses nothing and saves a
                         // round trip after the transfer.
                         if then_remove && removing.is_none() {
-                            let (client, path) = (client.clone(), path.clone());
-                            removing =
-                                Some(tokio::spawn(async move { client.remove(&path).await }));
+                            removing = Some(spawn_remove(&client, &path));
                         }
                         if tx.send(Ok(bytes)).await.is_err() {
                             break;
@@ -140,8 +138,7 @@ impl Toolbox for DaytonaBackend {
             drop(tx);
             if then_remove && removing.is_none() {
                 // An empty file, or a transfer that failed first.
-                let (client, path) = (client.clone(), path.clone());
-                removing = Some(tokio::spawn(async move { client.remove(&path).await }));
+                removing = Some(spawn_remove(&client, &path));
             }
             if let Some(r) = removing {
                 r.await
@@ -152,12 +149,12 @@ impl Toolbox for DaytonaBackend {
                 None => Ok(0),
             }
         });
-        Ok(Process {
-            stdin: Box::new(tokio::io::sink()),
-            stdout: Box::new(StreamReader::new(tokio_stream_from(rx))),
-            control: Box::new(TaskControl::new(task, timeout)),
-            stdin_ends: true,
-        })
+        Ok(process(
+            Box::new(tokio::io::sink()),
+            Box::new(StreamReader::new(tokio_stream_from(rx))),
+            task,
+            timeout,
+        ))
     }
 
     fn remove(&self, path: String, timeout: Duration) -> Result<Process, ExecError> {
@@ -166,12 +163,33 @@ impl Toolbox for DaytonaBackend {
             client.remove(&path).await?;
             Ok(0)
         });
-        Ok(Process {
-            stdin: Box::new(tokio::io::sink()),
-            stdout: Box::new(tokio::io::empty()),
-            control: Box::new(TaskControl::new(task, timeout)),
-            stdin_ends: true,
-        })
+        Ok(process(
+            Box::new(tokio::io::sink()),
+            Box::new(tokio::io::empty()),
+            task,
+            timeout,
+        ))
+    }
+}
+
+/// Deletes `path` in the background.
+fn spawn_remove(client: &Client, path: &str) -> JoinHandle<Result<(), ToolboxError>> {
+    let (client, path) = (client.clone(), path.to_owned());
+    tokio::spawn(async move { client.remove(&path).await })
+}
+
+/// A toolbox call run by `task`, with the given streams.
+fn process(
+    stdin: Box<dyn SandboxStdin>,
+    stdout: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+    task: JoinHandle<Result<i64, ToolboxError>>,
+    timeout: Duration,
+) -> Process {
+    Process {
+        stdin,
+        stdout,
+        control: Box::new(TaskControl::new(task, timeout)),
+        stdin_ends: true,
     }
 }
 
