@@ -1,0 +1,185 @@
+// sandbox-sync for Node: the same provider components (.wasm) the Rust host
+// loads, as a drop-in for the orchestrator's Kubernetes file-sync module:
+// `performSyncIn({exec, operations, remoteDir, timeoutMs})`.
+//
+// Each provider runs in worker threads (one call at a time per worker, a
+// worker per concurrent call), with every import implemented in ./worker.
+
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ProviderWorker } from './bridge.js';
+import { removeScratch } from './worker/hostfs.js';
+import { DEFAULTS, SandboxSyncError, grantsFor, toRequest, toResult } from './request.js';
+
+export { SandboxSyncError };
+
+const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+/** The components this package ships, transpiled at build time. */
+export const BUILTIN = {
+  'tar-stream': join(PACKAGE, 'components', 'tar-stream'),
+  'base64-fallback': join(PACKAGE, 'components', 'base64-fallback'),
+};
+/** The WIT this host implements; a component must match its major.minor. */
+export const WIT_VERSION = '0.2.4';
+const REQUIRED_CAPABILITIES = ['sync-in', 'sync-out'];
+/** Past the call's timeout, how long the component may take to report. */
+const HOST_GRACE_MS = 1500;
+/** Past the call's timeout, how long each exec may take (shared deadline). */
+const EXEC_GRACE_MS = 900;
+/** Idle workers kept per provider. */
+const IDLE_WORKERS = 2;
+
+/** Transpiles a component file with jco into a cache directory (once per content). */
+async function transpiled(file) {
+  const bytes = readFileSync(file);
+  const key = createHash('sha256').update(bytes).digest('hex').slice(0, 32);
+  const dir = join(tmpdir(), `sandbox-sync-jco-${process.getuid?.() ?? 'u'}`, key);
+  if (existsSync(join(dir, 'provider.js'))) return dir;
+  const { transpile } = await import('@bytecodealliance/jco');
+  const { files } = await transpile(bytes, { name: 'provider', instantiation: { tag: 'sync' }, noTypescript: true });
+  const tmp = `${dir}.${process.pid}.tmp`;
+  rmSync(tmp, { recursive: true, force: true });
+  for (const [name, data] of Object.entries(files)) {
+    mkdirSync(dirname(join(tmp, name)), { recursive: true });
+    writeFileSync(join(tmp, name), data);
+  }
+  mkdirSync(dirname(dir), { recursive: true, mode: 0o700 });
+  try {
+    renameSync(tmp, dir);
+  } catch {
+    // Another process won the race with the same content.
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  return dir;
+}
+
+class Provider {
+  constructor(componentDir, info) {
+    this.componentDir = componentDir;
+    this.info = info;
+    this.idle = [];
+  }
+
+  async worker() {
+    const w = this.idle.pop() ?? new ProviderWorker(this.componentDir);
+    await w.ready;
+    return w;
+  }
+
+  release(w) {
+    if (!w.failed && this.idle.length < IDLE_WORKERS) this.idle.push(w);
+    else w.terminate();
+  }
+
+  async sync(direction, input) {
+    const request = toRequest(input);
+    const grants = grantsFor(direction, request, input);
+    const timeoutMs = Number(request.limits.timeoutMs);
+    const settings = {
+      compression: compression(direction, input.compression),
+      incremental: input.incremental ?? true,
+      stdinEnds: input.stdinEnds ?? false,
+      deadline: Date.now() + timeoutMs + EXEC_GRACE_MS,
+    };
+    const w = await this.worker();
+    const scratch = [];
+    let done;
+    try {
+      done = await w.run({ type: 'call', callId: 1, direction, request, grants, settings }, input.exec, timeoutMs + HOST_GRACE_MS, scratch);
+    } catch (e) {
+      if (e?.timedOut) {
+        throw new SandboxSyncError('limit-exceeded', `the sync did not finish within ${timeoutMs + HOST_GRACE_MS} ms`);
+      }
+      throw new SandboxSyncError('transport', `the provider worker failed: ${e?.message ?? e}`);
+    } finally {
+      this.release(w);
+      // Whatever ended the call, scratch the component left at a grant's top goes.
+      for (const s of scratch) removeScratch(grants[s.grant].path, [s]);
+    }
+    if (done.error) throw SandboxSyncError.fromWit(done.error);
+    if (done.trap) throw new SandboxSyncError('transport', `the provider component trapped: ${done.trap}`);
+    return toResult(done.results);
+  }
+
+  /** Host -> sandbox. */
+  performSyncIn(input) {
+    return this.sync('in', input);
+  }
+
+  /** Sandbox -> host. */
+  performSyncOut(input) {
+    return this.sync('out', input);
+  }
+
+  /** Stops the idle workers (busy ones stop when their call ends). */
+  close() {
+    for (const w of this.idle.splice(0)) w.terminate();
+  }
+}
+
+/**
+ * The component policy this host can honour: Node has no zstd compressor
+ * here (fzstd only decodes), so a sync-in that would compress with zstd
+ * prefers gzip; `auto` then compresses whenever the sandbox has gzip.
+ */
+function compression(direction, asked = 'auto') {
+  if (!['auto', 'gzip', 'zstd', 'none'].includes(asked)) {
+    throw new SandboxSyncError('invalid-request', `unknown compression ${JSON.stringify(asked)}`);
+  }
+  return direction === 'in' && asked !== 'none' ? 'gzip' : asked;
+}
+
+const loaded = new Map();
+
+/**
+ * A provider component: 'tar-stream' (the default), 'base64-fallback', a
+ * `.wasm` component file (transpiled on first load, cached by content) or
+ * a directory holding a jco transpilation (`provider.js`).
+ */
+export function loadProvider(which = 'tar-stream') {
+  if (!loaded.has(which)) {
+    const p = load(which);
+    loaded.set(which, p);
+    p.catch(() => loaded.delete(which));
+  }
+  return loaded.get(which);
+}
+
+async function load(which) {
+  const dir = BUILTIN[which] ?? (which.endsWith('.wasm') ? await transpiled(which) : resolve(which));
+  if (!existsSync(join(dir, 'provider.js'))) {
+    throw new SandboxSyncError('invalid-request', `no provider component at ${which}`);
+  }
+  const w = new ProviderWorker(dir);
+  await w.ready;
+  const m = await w.run({ type: 'describe' }, null, 30_000, []);
+  if (m.trap) throw new SandboxSyncError('transport', `provider at ${which} failed to start: ${m.trap}`);
+  const info = m.info;
+  const majorMinor = (v) => v.split('.').slice(0, 2).join('.');
+  if (majorMinor(info.witVersion) !== majorMinor(WIT_VERSION)) {
+    throw new SandboxSyncError('invalid-request', `${info.name} ${info.version} was built against WIT ${info.witVersion}, this host speaks ${WIT_VERSION}`);
+  }
+  for (const cap of REQUIRED_CAPABILITIES) {
+    if (!info.capabilities.includes(cap)) {
+      throw new SandboxSyncError('invalid-request', `${info.name} does not declare the ${JSON.stringify(cap)} capability`);
+    }
+  }
+  const provider = new Provider(dir, info);
+  provider.release(w);
+  return provider;
+}
+
+/** Host -> sandbox with `input.provider`, else the tar-stream component. */
+export async function performSyncIn(input) {
+  return (input?.provider ?? (await loadProvider())).performSyncIn(input);
+}
+
+/** Sandbox -> host with `input.provider`, else the tar-stream component. */
+export async function performSyncOut(input) {
+  return (input?.provider ?? (await loadProvider())).performSyncOut(input);
+}
+
+export { DEFAULTS };

@@ -1,0 +1,433 @@
+// sandbox-exec for the component, in the worker thread: each execution is
+// the caller's `exec(argv, {stdin, stdout, timeoutMs, maxStderrBytes})`,
+// run by the main thread (src/bridge.js), its bytes crossing as messages.
+//
+// Flow control: at most WINDOW bytes of stdin are in flight before a write
+// blocks, and stdout is acknowledged as the component consumes it, so the
+// main thread holds back the caller's stream (backpressure) in turn.
+// Codecs run here, at the exact byte where the component switches them on:
+// fflate's streaming gzip and fzstd's zstd decoder are synchronous, which a
+// blocking import needs (Node's zlib streams are not, and Node 20 has no zstd).
+
+import { closeSync, fstatSync, readSync } from 'node:fs';
+import { Gunzip, Gzip } from 'fflate';
+import { Decompress as ZstdDecompress } from 'fzstd';
+import { send, on, off, wait, poll } from './channel.js';
+import { InputStream, OutputStream } from './streams.js';
+
+/** Unacknowledged bytes allowed in flight each way. */
+export const WINDOW = 4 << 20;
+/** Past its timeout, how long an exec may take to report before we stop waiting. */
+const GRACE_MS = 5000;
+/** How long finish waits for an aborted exec to report. */
+const ABORT_GRACE_MS = 2000;
+/** Bytes read from a host file per chunk. */
+const FILE_CHUNK = 1 << 20;
+
+let nextId = 1;
+let settings = { compression: 'none', incremental: true, stdinEnds: false, deadline: Infinity };
+
+/** This call's transfer settings, and the deadline all its execs share. */
+export function configure(s) {
+  settings = s;
+}
+
+export function transferCompression() {
+  return settings.compression;
+}
+
+export function transferIncremental() {
+  return settings.incremental;
+}
+
+export function start(argv, options) {
+  return new Execution(argv, options);
+}
+
+class Exec {
+  constructor(argv, options) {
+    this.id = nextId++;
+    this.deadline = Math.min(settings.deadline, Date.now() + Number(options.timeoutMs) + GRACE_MS);
+    this.raw = []; // stdout chunks received, not yet read
+    this.rawEnded = false;
+    this.rawError = null;
+    this.unacked = 0; // stdout bytes read but not yet acknowledged
+    this.inFlight = 0; // stdin bytes sent but not yet acknowledged
+    this.stdinError = null;
+    this.exit = null;
+    this.aborted = false;
+    this.encoder = null;
+    this.decoder = null;
+    on(this.id, (m) => this.deliver(m));
+    send({
+      type: 'exec',
+      id: this.id,
+      argv: [...argv],
+      timeoutMs: Number(options.timeoutMs),
+      maxStderrBytes: Number(options.maxStderrBytes),
+    });
+  }
+
+  deliver(m) {
+    switch (m.type) {
+      case 'stdout':
+        this.raw.push(m.chunk);
+        break;
+      case 'stdout-end':
+        this.rawEnded = true;
+        break;
+      case 'stdout-error':
+        this.rawError = new Error(m.message);
+        break;
+      case 'stdin-ack':
+        this.inFlight -= m.bytes;
+        break;
+      case 'stdin-error':
+        this.stdinError = new Error(m.message);
+        break;
+      case 'exit':
+        this.exit = m;
+        break;
+    }
+  }
+
+  /** Blocks for the next message; false once the deadline has passed. */
+  block() {
+    const left = this.deadline - Date.now();
+    if (left <= 0) return false;
+    wait(Math.min(left, 1000));
+    return true;
+  }
+
+  timedOut() {
+    this.abort();
+    return new Error(`the sandbox process did not report within its timeout`);
+  }
+
+  // -- stdin ----------------------------------------------------------------
+
+  stdinFailure() {
+    if (this.stdinError) return this.stdinError;
+    if (this.exit) return new Error('the sandbox process has exited');
+    if (this.aborted) return new Error('the execution was aborted');
+    return null;
+  }
+
+  /** Sends bytes as they are (after the encoder, if any). */
+  sendRaw(bytes) {
+    if (bytes.length === 0) return;
+    poll();
+    while (this.inFlight >= WINDOW && !this.stdinFailure()) {
+      if (!this.block()) throw this.timedOut();
+    }
+    const failure = this.stdinFailure();
+    if (failure) throw failure;
+    // Our own copy: the caller's view may be wasm memory.
+    const chunk = bytes.slice();
+    this.inFlight += chunk.length;
+    send({ type: 'stdin', id: this.id, chunk }, [chunk.buffer]);
+  }
+
+  writeStdin(bytes) {
+    if (!this.encoder) return this.sendRaw(bytes);
+    const t = process.hrtime.bigint();
+    this.encoder.plain += bytes.length;
+    this.encoder.gzip.push(bytes, false);
+    this.encoder.busy += process.hrtime.bigint() - t;
+    this.flushEncoded();
+  }
+
+  flushEncoded() {
+    const out = this.encoder.out.splice(0);
+    for (const c of out) {
+      this.encoder.wire += c.length;
+      this.sendRaw(c);
+    }
+  }
+
+  stdinCapacity() {
+    poll();
+    const failure = this.stdinFailure();
+    if (failure) throw failure;
+    return Math.max(0, WINDOW - this.inFlight);
+  }
+
+  closeStdin() {
+    send({ type: 'stdin-end', id: this.id });
+  }
+
+  compressStdin(codec) {
+    if (this.encoder) throw 'stdin is already compressed';
+    if (!settings.stdinEnds) throw 'stdin cannot end on this transport';
+    if (codec !== 'gzip') throw `${codec} compression is not available in this Node host`;
+    const out = [];
+    const gzip = new Gzip({ level: 1 });
+    gzip.ondata = (chunk) => out.push(chunk);
+    this.encoder = { gzip, out, plain: 0, wire: 0, busy: 0n };
+  }
+
+  finishCompressedStdin() {
+    const e = this.encoder;
+    if (!e || e.finished) throw 'stdin is not compressed';
+    e.finished = true;
+    const t = process.hrtime.bigint();
+    e.gzip.push(new Uint8Array(0), true);
+    e.busy += process.hrtime.bigint() - t;
+    try {
+      this.flushEncoded();
+    } catch (err) {
+      throw String(err.message);
+    }
+    return { plainBytes: BigInt(e.plain), wireBytes: BigInt(e.wire), busyUs: e.busy / 1000n };
+  }
+
+  // -- stdout ---------------------------------------------------------------
+
+  /** The next raw stdout bytes (at most `max`); empty: none yet; null: EOF. */
+  readRaw(max, blocking) {
+    for (;;) {
+      poll();
+      if (this.raw.length > 0) {
+        let chunk = this.raw[0];
+        if (chunk.length > max) {
+          this.raw[0] = chunk.subarray(max);
+          chunk = chunk.subarray(0, max);
+        } else {
+          this.raw.shift();
+        }
+        this.ack(chunk.length);
+        return chunk;
+      }
+      if (this.rawError) throw this.rawError;
+      if (this.rawEnded || this.exit || this.aborted) return null;
+      if (!blocking) return new Uint8Array(0);
+      if (!this.block()) throw this.timedOut();
+    }
+  }
+
+  ack(bytes) {
+    this.unacked += bytes;
+    if (this.unacked >= WINDOW / 4 || this.raw.length === 0) {
+      send({ type: 'stdout-ack', id: this.id, bytes: this.unacked });
+      this.unacked = 0;
+    }
+  }
+
+  readStdout(max, blocking) {
+    const d = this.decoder;
+    if (!d) return this.readRaw(max, blocking);
+    for (;;) {
+      if (d.out.length > 0) {
+        let chunk = d.out[0];
+        if (chunk.length > max) {
+          d.out[0] = chunk.subarray(max);
+          chunk = chunk.subarray(0, max);
+        } else {
+          d.out.shift();
+        }
+        return chunk;
+      }
+      if (d.ended) return null;
+      const raw = this.readRaw(FILE_CHUNK, blocking);
+      if (raw !== null && raw.length === 0) return raw;
+      if (raw !== null) {
+        d.wire += raw.length;
+        if (d.wire > d.maxWire) {
+          throw new Error(`compressed stdout exceeded ${d.maxWire} bytes`);
+        }
+      }
+      try {
+        d.push(raw ?? new Uint8Array(0), raw === null);
+      } catch (e) {
+        throw new Error(`corrupt ${d.codec} stream from the sandbox: ${e.message}`);
+      }
+      if (raw === null) {
+        if (!d.complete) throw new Error(`the ${d.codec} stream from the sandbox was cut short`);
+        d.ended = true;
+      }
+    }
+  }
+
+  decompressStdout(codec, maxWire) {
+    if (this.decoder) throw 'stdout is already decompressed';
+    const d = { codec, out: [], wire: 0, maxWire: Number(maxWire), ended: false, complete: false };
+    const sink = (chunk, final) => {
+      if (chunk.length > 0) d.out.push(chunk);
+      if (final) d.complete = true;
+    };
+    if (codec === 'gzip') {
+      const g = new Gunzip();
+      g.ondata = sink;
+      d.push = (chunk, final) => g.push(chunk, final);
+    } else {
+      const z = new ZstdDecompress(sink);
+      d.push = (chunk, final) => z.push(chunk, final);
+    }
+    this.decoder = d;
+  }
+
+  // -- the process ----------------------------------------------------------
+
+  abort() {
+    if (this.aborted || this.exit) return;
+    this.aborted = true;
+    this.deadline = Math.min(this.deadline, Date.now() + ABORT_GRACE_MS);
+    send({ type: 'abort', id: this.id });
+  }
+
+  finish() {
+    for (;;) {
+      poll();
+      if (this.exit) break;
+      if (!this.block()) {
+        this.abort();
+        off(this.id);
+        return { exitCode: undefined, timedOut: true, stderr: new Uint8Array(0), stderrTruncated: false };
+      }
+    }
+    off(this.id);
+    const x = this.exit;
+    if (x.error) throw x.error;
+    return {
+      exitCode: x.exitCode ?? undefined,
+      timedOut: x.timedOut,
+      stderr: x.stderr,
+      stderrTruncated: x.stderrTruncated,
+    };
+  }
+
+  /** send-files: each file's prefix, then exactly its planned bytes. */
+  sendFiles(grant, files) {
+    for (const f of files) {
+      this.put(f.prefix);
+      let opened;
+      try {
+        opened = grant.openFd(f.path);
+      } catch (e) {
+        throw { tag: e?.tag === 'not-found' ? 'source-changed' : 'read-failed', val: String(e?.val ?? e) };
+      }
+      try {
+        this.sendFile(opened, f);
+      } finally {
+        closeSync(opened.fd);
+      }
+    }
+  }
+
+  put(bytes) {
+    try {
+      this.writeStdin(bytes);
+    } catch (e) {
+      throw { tag: 'stdin-failed', val: String(e.message ?? e) };
+    }
+  }
+
+  sendFile({ fd, stat }, f) {
+    const changed = (what) => ({ tag: 'source-changed', val: `${f.path} ${what} since it was planned` });
+    if (!same(stat, f)) throw changed('changed');
+    const size = Number(f.size);
+    const buf = new Uint8Array(Math.min(FILE_CHUNK, Math.max(size, 1)));
+    let sent = 0;
+    while (sent < size) {
+      let n;
+      try {
+        n = readSync(fd, buf, 0, Math.min(buf.length, size - sent), sent);
+      } catch (e) {
+        throw { tag: 'read-failed', val: `${f.path}: ${e.message}` };
+      }
+      if (n === 0) throw changed('shrank');
+      this.put(buf.subarray(0, n));
+      sent += n;
+    }
+    // The handle that was read must still be the planned file.
+    if (!same(fstatSync(fd, { bigint: true }), f)) throw changed('changed');
+  }
+}
+
+function same(st, f) {
+  return (
+    st.dev === f.device &&
+    st.ino === f.inode &&
+    st.size === f.size &&
+    st.mtimeNs / 1_000_000_000n === f.mtimeSec &&
+    Number(st.mtimeNs % 1_000_000_000n) === f.mtimeNsec
+  );
+}
+
+function stringError(fn) {
+  try {
+    return fn();
+  } catch (e) {
+    throw typeof e === 'string' ? e : String(e?.message ?? e);
+  }
+}
+
+/** The `execution` resource. */
+export class Execution {
+  constructor(argv, options) {
+    this.x = new Exec(argv, options);
+    this.tookStdin = false;
+    this.tookStdout = false;
+  }
+
+  stdin() {
+    if (this.tookStdin) throw 'stdin was already taken';
+    this.tookStdin = true;
+    const x = this.x;
+    return new OutputStream({
+      write: (bytes) => x.writeStdin(bytes),
+      capacity: () => x.stdinCapacity(),
+      wait: () => x.block() || (() => { throw x.timedOut(); })(),
+      close: () => x.closeStdin(),
+    });
+  }
+
+  stdout() {
+    if (this.tookStdout) throw 'stdout was already taken';
+    this.tookStdout = true;
+    const x = this.x;
+    return new InputStream({
+      read: (max, blocking) => x.readStdout(max, blocking),
+      ready: () => {
+        poll();
+        return x.raw.length > 0 || x.rawEnded || x.rawError !== null || x.exit !== null || x.aborted;
+      },
+      wait: () => x.block() || (() => { throw x.timedOut(); })(),
+    });
+  }
+
+  sendFiles(source, files) {
+    if (!this.tookStdin) throw { tag: 'stdin-failed', val: 'stdin was not taken' };
+    this.x.sendFiles(source, files);
+  }
+
+  stdinEnds() {
+    return settings.stdinEnds;
+  }
+
+  compressStdin(codec) {
+    stringError(() => this.x.compressStdin(codec));
+  }
+
+  finishCompressedStdin() {
+    return stringError(() => this.x.finishCompressedStdin());
+  }
+
+  decompressStdout(codec, maxWireBytes) {
+    if (!this.tookStdout) throw 'stdout was not taken';
+    stringError(() => this.x.decompressStdout(codec, maxWireBytes));
+  }
+
+  abort() {
+    this.x.abort();
+  }
+
+  finish() {
+    return stringError(() => this.x.finish());
+  }
+
+  [Symbol.dispose]() {
+    if (!this.x.exit) this.x.abort();
+    off(this.x.id);
+  }
+}

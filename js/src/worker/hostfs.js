@@ -1,0 +1,702 @@
+// host-fs `granted-dir` (wit/provider.wit) for the worker, on node:fs
+// synchronous calls, confined beneath the directory the host granted.
+//
+// The Rust shim resolves paths with openat2(RESOLVE_BENEATH) through cap-std.
+// Node has neither openat nor openat2, so this emulates openat with Linux's
+// /proc/self/fd (Linux only): we hold an fd of the grant and reach `a/b/c` by
+// opening each directory as `/proc/self/fd/<parent fd>/<name>` with
+// O_DIRECTORY|O_NOFOLLOW. The kernel resolves the magic link to exactly the
+// directory we hold and O_NOFOLLOW refuses a symlink, so the walk never leaves
+// the grant and no rename meanwhile can redirect it. The last component is
+// then acted on with calls that do not follow a final symlink. Directories on
+// the way are held as O_PATH fds: like openat's own resolution they need no
+// read permission, and opening one has no side effect.
+//
+// Where a final symlink may be followed (open-read, stat-follow, read-dir,
+// sync), it is opened O_PATH, and used only once proven inside the grant:
+// nothing outside is ever opened for real.
+//
+// Methods throw only `{tag, val}` fs-errors (jco's lowering of `fs-error`): an
+// Error escaping to the component would trap it.
+
+import { randomBytes } from 'node:crypto';
+import {
+  chmodSync,
+  closeSync,
+  constants,
+  fchmodSync,
+  fchownSync,
+  fstatSync,
+  fsyncSync,
+  futimesSync,
+  linkSync,
+  lstatSync,
+  lutimesSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readlinkSync,
+  readSync,
+  renameSync,
+  rmdirSync,
+  statSync,
+  symlinkSync,
+  unlinkSync,
+  writeSync,
+} from 'node:fs';
+import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
+import { getSystemErrorMap } from 'node:util';
+
+import { InputStream, OutputStream } from './streams.js';
+
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
+/** Linux's O_PATH, missing from fs.constants (this value on x86, arm, riscv, ppc, s390). */
+const O_PATH = 0o10000000;
+
+/** Reserved name prefix of the component's (and our) scratch entries. */
+const SCRATCH_PREFIX = '.paperclip-upload';
+/** Most bytes `write-file` takes from the sandbox's stream per read. */
+const WRITE_CHUNK = 1n << 20n;
+const NS = 1_000_000_000n;
+const BIG = { bigint: true };
+const ERRNO = getSystemErrorMap();
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+// ---- errors ----------------------------------------------------------------
+
+const fsError = (tag, val) => ({ tag, val });
+const notPermitted = (val) => fsError('not-permitted', val);
+
+/** fs-error tags by errno code, as the Rust shim's `fs_error` maps them; others are `io`. */
+const TAGS = {
+  ENOENT: 'not-found',
+  EEXIST: 'already-exists',
+  EACCES: 'not-permitted',
+  EPERM: 'not-permitted',
+  EXDEV: 'not-permitted',
+  ENOSPC: 'no-space',
+};
+
+const isFsError = (e) => typeof e === 'object' && e !== null && !(e instanceof Error) && typeof e.tag === 'string';
+
+/** Runs `fn`, turning anything it throws into an fs-error about `path`. */
+function guarded(path, fn) {
+  try {
+    return fn();
+  } catch (e) {
+    if (isFsError(e)) throw e;
+    const what = ERRNO.get(e?.errno)?.[1] ?? e?.message ?? String(e);
+    throw fsError(TAGS[e?.code] ?? 'io', `${path}: ${what}`);
+  }
+}
+
+// ---- paths -----------------------------------------------------------------
+
+/** `/proc/self/fd/<fd>`, or its entry `name` (a string, or raw bytes from a listing). */
+function at(fd, name) {
+  const dir = `/proc/self/fd/${fd}`;
+  if (name === undefined) return dir;
+  return typeof name === 'string' ? `${dir}/${name}` : Buffer.concat([Buffer.from(`${dir}/`), name]);
+}
+
+/** The components of a clean relative path (`is_clean_relative`); none for the grant itself. */
+function components(path) {
+  if (path === '' || path === '.') return [];
+  const names = path.split('/');
+  if (names.some((c) => c === '' || c === '.' || c === '..' || c.includes('\0'))) {
+    throw notPermitted(`${JSON.stringify(path)} is not a clean relative path`);
+  }
+  return names;
+}
+
+/** Opens directory `name` of directory fd `dir`, never through a symlink. */
+function openDir(dir, name, path, how = O_PATH) {
+  try {
+    return openSync(at(dir, name), how | O_DIRECTORY | O_NOFOLLOW);
+  } catch (e) {
+    // With O_DIRECTORY, O_NOFOLLOW reports a symlink as ENOTDIR.
+    if (e.code === 'ENOTDIR' && lstatSync(at(dir, name), { throwIfNoEntry: false })?.isSymbolicLink()) {
+      throw notPermitted(`${path}: ${name} is a symlink, not followed beneath the grant`);
+    }
+    throw e;
+  }
+}
+
+/** Throws unless /proc/self/fd resolves `fd` to its own file: the confinement rests on it. */
+function checkProcFd(fd) {
+  const st = fstatSync(fd);
+  const via = statSync(at(fd), { throwIfNoEntry: false });
+  if (via?.dev !== st.dev || via.ino !== st.ino) {
+    throw new Error('host-fs needs /proc/self/fd (Linux, /proc mounted) to confine paths');
+  }
+}
+
+/**
+ * The directory `names` lead to from directory fd `root`, each opened without
+ * following a symlink: `root` itself for none, else an fd the caller closes.
+ */
+function walk(root, names, path) {
+  let dir = root;
+  for (const name of names) {
+    const parent = dir;
+    try {
+      dir = openDir(parent, name, path);
+    } finally {
+      if (parent !== root) closeSync(parent);
+    }
+  }
+  return dir;
+}
+
+/** Removes entry `name` of directory fd `dir`: a file, a symlink or a whole tree, never following a symlink. */
+function removeEntry(dir, name, path) {
+  if (!lstatSync(at(dir, name)).isDirectory()) {
+    unlinkSync(at(dir, name));
+    return;
+  }
+  const fd = openDir(dir, name, path);
+  try {
+    for (const child of readdirSync(at(fd), { encoding: 'buffer' })) removeEntry(fd, child, path);
+  } finally {
+    closeSync(fd);
+  }
+  rmdirSync(at(dir, name));
+}
+
+/** A name of ours beside a grant, unique across processes and worker threads. */
+const hostScratchName = (what) => `${SCRATCH_PREFIX}-${what}-${process.pid}-${randomBytes(6).toString('hex')}`;
+
+// ---- metadata --------------------------------------------------------------
+
+/** `bytes` as a string (WIT names are UTF-8), else invalid-name with `message(shown)`. */
+function decode(bytes, message) {
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    throw fsError('invalid-name', message(JSON.stringify(bytes.toString())));
+  }
+}
+
+/** Whole seconds (floored, for times before 1970) and nanoseconds of a time in ns. */
+function split(ns) {
+  const nsec = ((ns % NS) + NS) % NS;
+  return [(ns - nsec) / NS, Number(nsec)];
+}
+
+/**
+ * A time for Node's utimes: seconds as a double, so about 0.25 µs precision
+ * for today's dates (Node takes a negative one as "now": clamped to 0, as in
+ * the Rust shim).
+ */
+const toTime = (sec, nsec) => Number(sec < 0n ? 0n : sec) + Math.min(nsec, 999_999_999) / 1e9;
+
+function kindOf(st) {
+  if (st.isSymbolicLink()) return 'symlink';
+  if (st.isDirectory()) return 'directory';
+  return st.isFile() ? 'file' : 'other';
+}
+
+function metadata(st, linkTarget) {
+  const [mtimeSec, mtimeNsec] = split(st.mtimeNs);
+  return {
+    kind: kindOf(st),
+    size: st.size,
+    mode: Number(st.mode & 0o7777n),
+    mtimeSec,
+    mtimeNsec,
+    device: st.dev,
+    inode: st.ino,
+    linkTarget,
+  };
+}
+
+/** The dir-entry-times of entry `name` of directory fd `dir`, named `shown`. */
+function entryTimes(dir, name, shown) {
+  const st = lstatSync(at(dir, name), BIG);
+  const target = st.isSymbolicLink()
+    ? decode(readlinkSync(at(dir, name), { encoding: 'buffer' }), (t) => `link target ${t} is not UTF-8`)
+    : undefined;
+  return { name: shown, metadata: metadata(st, target), ctimeSec: split(st.ctimeNs)[0] };
+}
+
+// ---- streams ---------------------------------------------------------------
+
+/** An InputStream source reading a host file; the fd closes at EOF or when the stream is dropped. */
+class FileSource {
+  constructor(fd) {
+    this.fd = fd;
+  }
+  read(max) {
+    const buf = new Uint8Array(max);
+    const n = readSync(this.fd, buf, 0, max, null);
+    if (n > 0) return buf.subarray(0, n);
+    this.close();
+    return null;
+  }
+  close() {
+    if (this.fd === null) return;
+    const fd = this.fd;
+    this.fd = null;
+    try {
+      closeSync(fd);
+    } catch {
+      // Nothing was written through it: a failed close loses nothing.
+    }
+  }
+}
+
+function writeAll(fd, bytes) {
+  for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
+}
+
+/** An OutputStream sink writing a file created by create-exclusive. */
+class FileSink {
+  constructor(fd) {
+    this.fd = fd;
+  }
+  write(bytes) {
+    writeAll(this.fd, bytes);
+  }
+  close() {
+    closeSync(this.fd);
+  }
+}
+
+/** Moves up to `len` bytes from the component's stream `src` to `fd`: fewer when it ends first. */
+function copy(src, fd, len, path) {
+  let moved = 0n;
+  while (moved < len) {
+    let chunk;
+    try {
+      chunk = src.blockingRead(len - moved < WRITE_CHUNK ? len - moved : WRITE_CHUNK);
+    } catch (e) {
+      if (e?.tag === 'closed') break;
+      throw fsError('io', `reading the sandbox's stream for ${path}: ${e?.val?.toDebugString?.() ?? e}`);
+    }
+    writeAll(fd, chunk);
+    moved += BigInt(chunk.length);
+  }
+  return moved;
+}
+
+// ---- the grant -------------------------------------------------------------
+
+export class GrantedDir {
+  /** O_RDONLY fd of the granted directory; -1 once closed. */
+  #fd;
+  /** Writable grants: O_PATH fd of the directory holding the grant (null: no replace-with). */
+  #parent = null;
+  /** The grant's name in #parent. */
+  #name;
+  #writable;
+  /** Dereference symlinks wherever they lead (`tar -h`; read-only grants only). */
+  #follow;
+  #onScratch;
+
+  /**
+   * Opens the grant. Throws an Error (a host bug, not a component error) for
+   * `/`, a relative path, or a directory that cannot be opened; and off Linux,
+   * where /proc/self/fd, which the confinement rests on, does not exist.
+   */
+  constructor({ path, writable = false, followLinks = false, onScratch = () => {} }) {
+    if (process.platform !== 'linux') throw new Error('host-fs needs Linux (/proc/self/fd) to confine paths');
+    if (typeof path !== 'string' || !isAbsolute(path) || resolve(path) === '/') {
+      throw new Error(`refusing to grant ${path}`);
+    }
+    if (writable && followLinks) throw new Error(`${path}: only a read-only grant may follow symlinks`);
+    this.path = path;
+    this.#writable = Boolean(writable);
+    this.#follow = Boolean(followLinks);
+    this.#onScratch = onScratch;
+    this.#fd = openSync(path, O_RDONLY | O_DIRECTORY);
+    try {
+      checkProcFd(this.#fd);
+    } catch (e) {
+      closeSync(this.#fd);
+      throw e;
+    }
+    if (this.#writable) {
+      this.#name = basename(resolve(path));
+      try {
+        this.#parent = openSync(dirname(resolve(path)), O_PATH | O_DIRECTORY);
+      } catch {
+        // As in the Rust shim: the grant works, only replace-with is refused.
+      }
+    }
+  }
+
+  /** Closes the grant's fds; idempotent (jco's drop, then the worker's cleanup). */
+  close() {
+    for (const fd of [this.#fd, this.#parent]) {
+      if (fd === null || fd < 0) continue;
+      try {
+        closeSync(fd);
+      } catch {
+        // A directory fd: nothing to lose.
+      }
+    }
+    this.#fd = -1;
+    this.#parent = null;
+  }
+
+  [Symbol.dispose]() {
+    this.close();
+  }
+
+  writable() {
+    return this.#writable;
+  }
+
+  stat(path) {
+    return this.statTimes(path).metadata;
+  }
+
+  statTimes(path) {
+    return this.#in(path, (dir, leaf) => entryTimes(dir, leaf, path.slice(path.lastIndexOf('/') + 1)));
+  }
+
+  statFollow(path) {
+    return this.#in(path, (dir, leaf) => this.#resolved(dir, leaf, path, 0, (fd) => metadata(fstatSync(fd, BIG))));
+  }
+
+  readDir(path) {
+    return this.#list(path, (entry, name) => ({ name, kind: kindOf(entry) }));
+  }
+
+  readDirStat(path) {
+    return this.readDirTimes(path).map(({ name, metadata }) => ({ name, metadata }));
+  }
+
+  readDirTimes(path) {
+    return this.#list(path, (entry, name, dir) => entryTimes(dir, entry.name, name));
+  }
+
+  openRead(path) {
+    return new InputStream(new FileSource(this.openFd(path).fd));
+  }
+
+  /** A regular file opened for reading under open-read's rules, with its bigint fstat: `{fd, stat}`. */
+  openFd(path) {
+    return this.#in(path, (dir, leaf) =>
+      this.#resolved(dir, leaf, path, 0, (fd) => {
+        const stat = fstatSync(fd, BIG);
+        if (!stat.isFile()) throw fsError('io', `${path} is not a regular file`);
+        return { fd: openSync(at(fd), O_RDONLY | O_NONBLOCK), stat };
+      }),
+    );
+  }
+
+  createExclusive(path, mode) {
+    return new OutputStream(new FileSink(this.#create(path, mode)));
+  }
+
+  writeFile(path, mode, mtimeSec, src, len) {
+    const fd = this.#create(path, mode);
+    return guarded(path, () => {
+      try {
+        const moved = copy(src, fd, len, path);
+        // Node cannot leave the atime alone (no UTIME_OMIT): it is written back as it is.
+        if (moved === len) futimesSync(fd, toTime(...split(fstatSync(fd, BIG).atimeNs)), toTime(mtimeSec, 0));
+        return moved;
+      } finally {
+        closeSync(fd);
+      }
+    });
+  }
+
+  mkdir(path, mode) {
+    this.#mut(path, (dir, leaf) => {
+      mkdirSync(at(dir, leaf), { mode: mode & 0o700 });
+      const fd = openDir(dir, leaf, path);
+      try {
+        this.#noteScratch(path, fd);
+        // Through the fd: exactly the directory just made, even one with no search permission.
+        chmodSync(at(fd), mode & 0o777);
+      } finally {
+        closeSync(fd);
+      }
+    });
+  }
+
+  symlink(target, path) {
+    this.#mut(path, (dir, leaf) => symlinkSync(target, at(dir, leaf)));
+  }
+
+  hardLink(existing, path) {
+    this.#between(existing, path, linkSync);
+  }
+
+  rename(src, dst) {
+    this.#between(src, dst, renameSync);
+  }
+
+  setMode(path, mode) {
+    this.#mut(path, (dir, leaf) => {
+      const fd = openSync(at(dir, leaf), O_PATH | O_NOFOLLOW);
+      try {
+        if (fstatSync(fd).isSymbolicLink()) throw notPermitted(`${path} is a symlink`);
+        // chmod through an O_PATH fd's /proc link changes exactly the inode it holds.
+        chmodSync(at(fd), mode & 0o7777);
+      } finally {
+        closeSync(fd);
+      }
+    });
+  }
+
+  /** Sets the mtime without following a final symlink: a symlink gets its own (as in the Rust shim). */
+  setMtime(path, sec, nsec) {
+    this.#mut(path, (dir, leaf) => {
+      const entry = at(dir, leaf);
+      lutimesSync(entry, toTime(...split(lstatSync(entry, BIG).atimeNs)), toTime(sec, nsec));
+    });
+  }
+
+  remove(path) {
+    this.#mut(path, (dir, leaf) => {
+      if (leaf === '.') throw notPermitted('refusing to remove the granted directory itself');
+      removeEntry(dir, leaf, path);
+    });
+  }
+
+  sync(path) {
+    this.#in(path, (dir, leaf) =>
+      this.#resolved(dir, leaf, path, 0, (p) => {
+        const fd = openSync(at(p), O_RDONLY | O_NONBLOCK);
+        try {
+          fsyncSync(fd);
+        } finally {
+          closeSync(fd);
+        }
+      }),
+    );
+  }
+
+  replaceWith(staged) {
+    this.#mut(staged, () => {
+      if (staged.includes('/') || !staged.startsWith(SCRATCH_PREFIX)) {
+        throw notPermitted(`${JSON.stringify(staged)} is not a scratch directory at the top of the grant`);
+      }
+      if (this.#parent === null) throw notPermitted(`the directory holding ${this.path} cannot be opened`);
+      guarded(`replace ${this.path}`, () => this.#swap(staged));
+    });
+  }
+
+  // Node has no renameat2(RENAME_EXCHANGE), so the swap takes three renames:
+  // the staged tree out beside the grant, the grant aside, the staged tree
+  // onto the grant's name. Between the last two, for microseconds, the grant
+  // path names nothing, where the Rust shim's exchange always names the whole
+  // old or the whole new tree. A failure renames everything back. A grant that
+  // is a mount point cannot be swapped (EXDEV; the Rust shim swaps its
+  // contents instead).
+  #swap(staged) {
+    const parent = this.#parent;
+    const grant = at(parent, this.#name);
+    const here = fstatSync(this.#fd);
+    const there = lstatSync(grant);
+    if (there.dev !== here.dev || there.ino !== here.ino) {
+      throw fsError('io', `${this.path} was moved or replaced during the sync`);
+    }
+    const fresh = openDir(this.#fd, staged, staged, O_RDONLY);
+    const beside = hostScratchName('replace');
+    const old = hostScratchName('old');
+    try {
+      const st = fstatSync(fresh);
+      // The new directory keeps the old one's owner where the host may set it.
+      if (st.uid !== here.uid || st.gid !== here.gid) {
+        try {
+          fchownSync(fresh, here.uid, here.gid);
+        } catch {
+          // Best effort, as in the Rust shim.
+        }
+      }
+      renameSync(at(this.#fd, staged), at(parent, beside));
+      try {
+        renameSync(grant, at(parent, old));
+        try {
+          renameSync(at(parent, beside), grant);
+        } catch (e) {
+          renameSync(at(parent, old), grant);
+          throw e;
+        }
+      } catch (e) {
+        this.#unstage(beside, staged);
+        throw e;
+      }
+    } catch (e) {
+      closeSync(fresh);
+      throw e;
+    }
+    closeSync(this.#fd);
+    this.#fd = fresh;
+    try {
+      removeEntry(parent, old, old);
+    } catch (e) {
+      const where = join(dirname(resolve(this.path)), old);
+      throw fsError('io', `${this.path} was replaced, but its old contents could not be removed from ${where}: ${e.val ?? e.message}`);
+    }
+  }
+
+  /** Puts a staged tree back where the host's scratch sweep finds it, else removes it. */
+  #unstage(beside, staged) {
+    try {
+      renameSync(at(this.#parent, beside), at(this.#fd, staged));
+    } catch {
+      removeEntry(this.#parent, beside, staged);
+    }
+  }
+
+  // ---- internals ----
+
+  /**
+   * Runs `fn(dirFd, leaf)` on the directory holding `path`'s last component,
+   * walked from the grant without following a symlink (a `tar -h` grant lets
+   * the kernel follow them all); fs failures become fs-errors about `path`.
+   */
+  #in(path, fn) {
+    return guarded(path, () => {
+      const names = components(path);
+      // Not this.#fd afterwards: replace-with changes it.
+      const root = this.#fd;
+      if (names.length === 0) return fn(root, '.');
+      if (this.#follow) return fn(root, path);
+      const dir = walk(root, names.slice(0, -1), path);
+      try {
+        return fn(dir, names.at(-1));
+      } finally {
+        if (dir !== root) closeSync(dir);
+      }
+    });
+  }
+
+  /** `#in` for a mutation: the grant must be writable. */
+  #mut(path, fn) {
+    if (!this.#writable) throw notPermitted(`${this.path} is granted read-only`);
+    return this.#in(path, fn);
+  }
+
+  /** `op(from, to)` on two paths of a writable grant; the operation's failure is about `to` (as in the Rust shim). */
+  #between(from, to, op) {
+    this.#mut(from, (fromDir, fromLeaf) => this.#in(to, (toDir, toLeaf) => op(at(fromDir, fromLeaf), at(toDir, toLeaf))));
+  }
+
+  /** Runs `fn` on an O_PATH fd (opened with `flags`) of what `leaf` in `dir` names: see #openResolved. */
+  #resolved(dir, leaf, path, flags, fn) {
+    const fd = this.#openResolved(at(dir, leaf), path, flags);
+    try {
+      return fn(fd);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /**
+   * An O_PATH fd of `entry`, a final symlink followed: only to inside the
+   * grant, unless the grant follows links anywhere.
+   */
+  #openResolved(entry, path, flags) {
+    if (this.#follow) return openSync(entry, O_PATH | flags);
+    // Not a symlink: the confined walk reached it. (Were it swapped for one
+    // meanwhile, O_NOFOLLOW would hold the link itself, never its target.)
+    if (!lstatSync(entry).isSymbolicLink()) return openSync(entry, O_PATH | O_NOFOLLOW | flags);
+    const fd = openSync(entry, O_PATH | flags);
+    try {
+      if (!this.#inside(fd, path)) throw notPermitted(`${path}: a symlink leads outside ${this.path}`);
+      return fd;
+    } catch (e) {
+      closeSync(fd);
+      throw e;
+    }
+  }
+
+  /**
+   * True when fd `fd` is the grant or beneath it: its kernel path lies beneath
+   * the grant's, and walking that path again from the grant, without
+   * following a symlink, reaches the very same inode (a path alone could name
+   * a file of another mount namespace, reached through /proc/<pid>/root).
+   */
+  #inside(fd, path) {
+    const [p, r] = [fd, this.#fd].map((f) => readlinkSync(at(f), { encoding: 'buffer' }));
+    const prefix = r.at(-1) === 0x2f ? r : Buffer.concat([r, Buffer.from('/')]);
+    if (!p.equals(r) && !p.subarray(0, prefix.length).equals(prefix)) return false;
+    // Split as latin1: byte for byte, whatever the encoding of the names.
+    const rest = p.equals(r) ? [] : p.subarray(prefix.length).toString('latin1').split('/');
+    const names = rest.map((n) => Buffer.from(n, 'latin1'));
+    let dir = this.#fd;
+    try {
+      dir = walk(this.#fd, names.slice(0, -1), path);
+      const there = names.length === 0 ? fstatSync(dir) : lstatSync(at(dir, names.at(-1)));
+      const here = fstatSync(fd);
+      return there.dev === here.dev && there.ino === here.ino;
+    } catch {
+      return false; // not reachable without a symlink
+    } finally {
+      if (dir !== this.#fd) closeSync(dir);
+    }
+  }
+
+  /** `make(dirent, name, dirFd)` for each entry of directory `path`, sorted by name bytes. */
+  #list(path, make) {
+    const where = join(this.path, path);
+    return this.#in(path, (dir, leaf) =>
+      this.#resolved(dir, leaf, path, O_DIRECTORY, (fd) =>
+        readdirSync(at(fd), { encoding: 'buffer', withFileTypes: true })
+          .sort((a, b) => Buffer.compare(a.name, b.name))
+          .map((e) => make(e, decode(e.name, (n) => `${n} in ${where} is not UTF-8`), fd)),
+      ),
+    );
+  }
+
+  /** Creates a new file born with exactly `mode & 0o777`; returns its fd, open for writing. */
+  #create(path, mode) {
+    return this.#mut(path, (dir, leaf) => {
+      const fd = openSync(at(dir, leaf), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0o600);
+      try {
+        this.#noteScratch(path, fd);
+        // Born at most 0600 (less under a umask), set exactly before any byte is written: never a wider window.
+        fchmodSync(fd, mode & 0o777);
+        return fd;
+      } catch (e) {
+        closeSync(fd);
+        throw e;
+      }
+    });
+  }
+
+  /** Reports `path`, just created as `fd`, to the host when it is scratch at the grant's top level. */
+  #noteScratch(path, fd) {
+    if (path.includes('/') || !path.startsWith(SCRATCH_PREFIX)) return;
+    const { dev, ino } = fstatSync(fd, BIG);
+    this.#onScratch(path, dev, ino);
+  }
+}
+
+/**
+ * Removes the scratch entries `[{name, dev, ino}]` a component created at the
+ * top of the grant `grantPath`, each only if it is still the very entry
+ * created (same device and inode): a whole tree for a directory, never
+ * following a symlink. For the host's main thread when a call ends, whatever
+ * ended it (the worker may be gone). Returns the failures' messages.
+ */
+export function removeScratch(grantPath, entries) {
+  const failures = [];
+  let fd;
+  try {
+    fd = openSync(grantPath, O_PATH | O_DIRECTORY);
+  } catch (e) {
+    return e.code === 'ENOENT' ? [] : [`${grantPath}: ${e.message}`];
+  }
+  try {
+    for (const { name, dev, ino } of entries) {
+      if (typeof name !== 'string' || name.includes('/') || !name.startsWith(SCRATCH_PREFIX)) continue;
+      try {
+        const st = lstatSync(at(fd, name), { bigint: true, throwIfNoEntry: false });
+        if (st?.dev === BigInt(dev) && st.ino === BigInt(ino)) removeEntry(fd, name, name);
+      } catch (e) {
+        failures.push(`could not remove scratch ${join(grantPath, name)}: ${e.val ?? e.message}`);
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+  return failures;
+}

@@ -1,0 +1,96 @@
+// A worker thread that runs one provider component, one sync call at a time.
+//
+// Every import the component calls is synchronous (a blocking read of the
+// sandbox's stdout, a file write), so the component cannot run on the main
+// thread without freezing its event loop for the whole sync. Here it may
+// block: the main thread keeps running the caller's exec and streams.
+
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { parentPort, workerData } from 'node:worker_threads';
+import { connect, send } from './channel.js';
+import * as exec from './exec.js';
+import { GrantedDir } from './hostfs.js';
+import { wasiImports } from './wasi.js';
+
+const { componentDir, port, doorbell } = workerData;
+connect(port, doorbell);
+
+const { instantiate } = await import(pathToFileURL(join(componentDir, 'provider.js')).href);
+const modules = new Map();
+function getCoreModule(name) {
+  if (!modules.has(name)) modules.set(name, new WebAssembly.Module(readFileSync(join(componentDir, name))));
+  return modules.get(name);
+}
+
+const NO_TOOLBOX = () => {
+  throw 'this host reaches its sandbox through an exec, not a toolbox';
+};
+
+const imports = {
+  ...wasiImports,
+  'sandbox-sync:provider/host-fs': { GrantedDir },
+  'sandbox-sync:provider/sandbox-exec': {
+    Execution: exec.Execution,
+    start: exec.start,
+    transferCompression: exec.transferCompression,
+    transferIncremental: exec.transferIncremental,
+  },
+  'sandbox-sync:provider/sandbox-toolbox': {
+    available: () => false,
+    upload: NO_TOOLBOX,
+    run: NO_TOOLBOX,
+    download: NO_TOOLBOX,
+    remove: NO_TOOLBOX,
+  },
+  'sandbox-sync:provider/types': {},
+};
+// jco looks imports up by interface name; some versions add the @version.
+for (const key of Object.keys(imports)) {
+  imports[`${key}@${key.startsWith('wasi:') ? '0.2.12' : '0.2.4'}`] = imports[key];
+}
+
+/** A fresh instance per call: a trap or an exit poisons an instance. */
+function instance() {
+  return instantiate(getCoreModule, imports).sync;
+}
+
+function describe() {
+  const info = instance().describe();
+  return { ...info, capabilities: [...info.capabilities] };
+}
+
+function call({ callId, direction, request, grants, settings }) {
+  exec.configure(settings);
+  const dirs = [];
+  try {
+    grants.forEach((g, grant) => {
+      dirs.push(
+        new GrantedDir({
+          ...g,
+          onScratch: (name, dev, ino) => send({ type: 'scratch', callId, grant, name, dev, ino }),
+        }),
+      );
+    });
+    const results = instance()[direction === 'in' ? 'syncIn' : 'syncOut'](request, dirs);
+    send({ type: 'done', callId, results });
+  } catch (e) {
+    if (e?.payload !== undefined) send({ type: 'done', callId, error: e.payload });
+    else send({ type: 'done', callId, trap: String(e?.stack ?? e) });
+  } finally {
+    for (const d of dirs) d.close?.();
+  }
+}
+
+parentPort.on('message', (m) => {
+  if (m.type === 'call') call(m);
+  else if (m.type === 'describe') {
+    try {
+      send({ type: 'described', info: describe() });
+    } catch (e) {
+      send({ type: 'described', trap: String(e?.stack ?? e) });
+    }
+  }
+});
+send({ type: 'ready' });

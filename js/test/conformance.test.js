@@ -1,0 +1,217 @@
+// The seed's file-sync behaviours through the JS API, with real sandboxes
+// (GNU sh on this machine; BusyBox in a chroot as uid 65534), for both
+// provider components.
+
+import assert from 'node:assert/strict';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
+import { sandbox } from './support/sandbox.js';
+import { build, counted, describeTree, hostDir } from './support/trees.js';
+
+const COMPONENTS = ['tar-stream', 'base64-fallback'];
+const USERLANDS = ['gnu', 'busybox'];
+
+async function rejectsWith(promise, kind, pattern) {
+  await assert.rejects(promise, (e) => {
+    assert.ok(e instanceof SandboxSyncError, `not a SandboxSyncError: ${e?.stack ?? e}`);
+    assert.equal(e.kind, kind, e.message);
+    if (pattern) assert.match(e.message, pattern);
+    return true;
+  });
+}
+
+function scratchLeft(dir) {
+  const found = [];
+  const walk = (d) => {
+    for (const n of readdirSync(d)) {
+      const p = join(d, n);
+      if (n.startsWith('.paperclip-upload')) found.push(p);
+      if (lstatSync(p).isDirectory()) walk(p);
+    }
+  };
+  walk(dir);
+  return found;
+}
+
+for (const component of COMPONENTS) {
+  for (const userland of USERLANDS) {
+    describe(`${component} on ${userland}`, () => {
+      let provider;
+      let sb;
+      let host;
+      let exec;
+      const R = (p = '') => (p ? `${sb.remoteDir}/${p}` : sb.remoteDir);
+      const H = (p = '') => sb.host(R(p));
+      const run = (dir, operations, extra = {}) =>
+        (dir === 'in' ? performSyncIn : performSyncOut)({ exec, operations, remoteDir: sb.remoteDir, timeoutMs: 30_000, provider, ...extra });
+
+      before(async () => {
+        provider = await loadProvider(component);
+      });
+      test.beforeEach(() => {
+        sb = sandbox(userland);
+        host = hostDir();
+        exec = counted(sb.exec);
+      });
+      test.afterEach(() => {
+        sb.cleanup();
+        rmSync(host, { recursive: true, force: true });
+      });
+      after(() => provider.close());
+
+      test('rejects targets that escape the remote dir, before any exec', async () => {
+        build(host, { 'a.txt': 'a' });
+        for (const target of [`${R()}/../etc/passwd`, '/etc/passwd', 'relative/path']) {
+          await assert.rejects(
+            run('in', [{ operationId: 'op', files: [{ sourcePath: join(host, 'a.txt'), targetPath: target, kind: 'file' }] }]),
+            (e) => e instanceof SandboxSyncError && ['confinement', 'invalid-request'].includes(e.kind),
+          );
+        }
+        assert.equal(exec.calls.length, 0);
+      });
+
+      test('moves file mappings in one exec, a secret born 0600, no scratch left', async () => {
+        build(host, { 'a.txt': 'alpha', 'secret': 'token' });
+        const r = await run('in', [
+          {
+            operationId: 'op',
+            files: [
+              { sourcePath: join(host, 'a.txt'), targetPath: R('x/a.txt'), kind: 'file' },
+              { sourcePath: join(host, 'secret'), targetPath: R('x/secret'), kind: 'file', mode: 0o600 },
+            ],
+          },
+        ]);
+        assert.deepEqual(r.operations.map((o) => [o.operationId, o.filesTransferred]), [['op', 2]]);
+        assert.ok(r.operations[0].bytesTransferred > 0);
+        assert.equal(readFileSync(H('x/a.txt'), 'utf8'), 'alpha');
+        assert.equal(readFileSync(H('x/secret'), 'utf8'), 'token');
+        assert.equal(statSync(H('x/secret')).mode & 0o777, 0o600);
+        if (component === 'tar-stream') assert.equal(exec.calls.length, 1);
+        assert.deepEqual(scratchLeft(H()), []);
+      });
+
+      test('a directory mapping honours excludes; tar -h only with followSymlinks', async () => {
+        build(host, { 'src/keep.txt': 'k', 'src/drop.log': 'd', 'src/sub/deep.txt': 'deep', 'real.txt': 'real', 'src/link': { link: '../real.txt' } });
+        await run('in', [{ operationId: 'op', files: [{ sourcePath: join(host, 'src'), targetPath: R('plain'), kind: 'directory', exclude: ['*.log'] }] }]);
+        assert.ok(existsSync(H('plain/keep.txt')));
+        assert.ok(!existsSync(H('plain/drop.log')));
+        assert.equal(readFileSync(H('plain/sub/deep.txt'), 'utf8'), 'deep');
+        assert.ok(lstatSync(H('plain/link')).isSymbolicLink());
+        await run('in', [{ operationId: 'op', files: [{ sourcePath: join(host, 'src'), targetPath: R('followed'), kind: 'directory', followSymlinks: true }] }]);
+        assert.ok(lstatSync(H('followed/link')).isFile());
+        assert.equal(readFileSync(H('followed/link'), 'utf8'), 'real');
+      });
+
+      test('refuses a sandbox-planted symlink ancestor, changing nothing outside', async () => {
+        build(host, { 'a.txt': 'a', 'dir/f': 'f' });
+        const outside = sb.host(userland === 'gnu' ? join(sb.remoteDir, '..', 'outside') : '/outside');
+        mkdirSync(outside, { recursive: true });
+        symlinkSync(userland === 'gnu' ? outside : '/outside', H('planted'));
+        await assert.rejects(run('in', [{ operationId: 'op', files: [{ sourcePath: join(host, 'a.txt'), targetPath: R('planted/sub/a.txt'), kind: 'file' }] }]));
+        await assert.rejects(run('in', [{ operationId: 'op', files: [{ sourcePath: join(host, 'dir'), targetPath: R('planted/d'), kind: 'directory' }] }]));
+        assert.deepEqual(readdirSync(outside), []);
+      });
+
+      test('streams a 2 MiB payload byte-exact', async () => {
+        const data = Buffer.alloc(2 << 20);
+        for (let i = 0; i < data.length; i++) data[i] = (i * 7 + (i >> 12)) & 0xff;
+        build(host, { 'big.bin': data });
+        const r = await run('in', [{ operationId: 'op', files: [{ sourcePath: join(host, 'big.bin'), targetPath: R('big.bin'), kind: 'file' }] }]);
+        assert.ok(readFileSync(H('big.bin')).equals(data));
+        assert.equal(r.operations[0].bytesTransferred, data.length);
+      });
+
+      test('brings file mappings back, modes and counts kept, no scratch left', async () => {
+        build(H(), { 'out/a.txt': 'alpha', 'out/key': { data: 'k', mode: 0o600 } });
+        sb.adopt(R());
+        const r = await run('out', [
+          {
+            operationId: 'back',
+            files: [
+              { sourcePath: R('out/a.txt'), targetPath: join(host, 'got/a.txt'), kind: 'file' },
+              { sourcePath: R('out/key'), targetPath: join(host, 'got/key'), kind: 'file' },
+            ],
+          },
+        ]);
+        assert.deepEqual(r.operations.map((o) => [o.operationId, o.filesTransferred]), [['back', 2]]);
+        assert.equal(readFileSync(join(host, 'got/a.txt'), 'utf8'), 'alpha');
+        assert.equal(statSync(join(host, 'got/key')).mode & 0o777, 0o600);
+        assert.deepEqual(scratchLeft(host), []);
+        assert.deepEqual(scratchLeft(H()), []);
+      });
+
+      test('round-trips a directory, a symlink kept as a link', async () => {
+        build(H(), { 'tree/a.txt': 'a', 'tree/sub/b.txt': 'b', 'tree/ln': { link: 'a.txt' } });
+        sb.adopt(R());
+        const r = await run('out', [{ operationId: 'op', files: [{ sourcePath: R('tree'), targetPath: join(host, 'tree'), kind: 'directory' }] }]);
+        assert.ok(r.operations[0].filesTransferred >= 2);
+        assert.equal(readFileSync(join(host, 'tree/sub/b.txt'), 'utf8'), 'b');
+        assert.equal(lstatSync(join(host, 'tree/ln')).isSymbolicLink(), true);
+      });
+
+      test('refuses an outbound source that escapes, or a symlink leading out', async () => {
+        await assert.rejects(run('out', [{ operationId: 'op', files: [{ sourcePath: '/etc/passwd', targetPath: join(host, 'p'), kind: 'file' }] }]));
+        assert.equal(exec.calls.length, 0);
+        symlinkSync('/etc/passwd', H('leak'));
+        await assert.rejects(run('out', [{ operationId: 'op', files: [{ sourcePath: R('leak'), targetPath: join(host, 'leak'), kind: 'file' }] }]));
+        assert.ok(!existsSync(join(host, 'leak')));
+      });
+
+      test('fails closed past maxOutputBytes, writing no target', async () => {
+        build(H(), { 'big.txt': 'x'.repeat(4096) });
+        sb.adopt(R());
+        await rejectsWith(
+          run('out', [{ operationId: 'op', files: [{ sourcePath: R('big.txt'), targetPath: join(host, 'big.txt'), kind: 'file' }] }], { maxOutputBytes: 1024 }),
+          'limit-exceeded',
+        );
+        assert.ok(!existsSync(join(host, 'big.txt')));
+        assert.deepEqual(scratchLeft(host), []);
+      });
+
+      test('runs post-upload commands in order, verbatim, stopping at the first failure', async () => {
+        build(host, { 'f.txt': 'hello' });
+        const file = { sourcePath: join(host, 'f.txt'), targetPath: R('out.txt'), kind: 'file' };
+        await run('in', [{ operationId: 'op', files: [file], postUploadCommands: [{ command: 'printf DONE >> out.txt' }] }]);
+        assert.equal(readFileSync(H('out.txt'), 'utf8'), 'helloDONE');
+        await rejectsWith(
+          run('in', [
+            {
+              operationId: 'op',
+              files: [file],
+              postUploadCommands: [{ command: 'echo nope >&2; exit 3' }, { command: 'touch never' }],
+            },
+          ]),
+          'command-failed',
+          /nope/,
+        );
+        assert.ok(!existsSync(H('never')));
+        mkdirSync(H('sub'));
+        sb.adopt(R('sub'));
+        await run('in', [{ operationId: 'op', files: [file], postUploadCommands: [{ command: 'pwd -P > where', cwd: R('sub') }] }]);
+        assert.match(readFileSync(H('sub/where'), 'utf8'), /sub\n$/);
+        await assert.rejects(run('in', [{ operationId: 'op', files: [file], postUploadCommands: [{ command: 'touch esc', cwd: '/etc' }] }]));
+      });
+
+      test('a post-upload command past its timeout fails as timed out, within the deadline', async () => {
+        build(host, { 'f.txt': 'x' });
+        const t0 = Date.now();
+        await assert.rejects(
+          run('in', [{ operationId: 'op', files: [{ sourcePath: join(host, 'f.txt'), targetPath: R('f.txt'), kind: 'file' }], postUploadCommands: [{ command: 'sleep 30', timeoutMs: 500 }] }]),
+          (e) => e instanceof SandboxSyncError && ['command-failed', 'limit-exceeded', 'transport'].includes(e.kind),
+        );
+        assert.ok(Date.now() - t0 < 10_000, `took ${Date.now() - t0} ms`);
+      });
+
+      test('an incremental re-sync lands the same tree', async () => {
+        build(host, { 'src/a.txt': 'a', 'src/b/c.txt': 'c', 'src/big': Buffer.alloc(300_000, 1) });
+        const ops = [{ operationId: 'op', files: [{ sourcePath: join(host, 'src'), targetPath: R('t'), kind: 'directory' }] }];
+        await run('in', ops);
+        writeFileSync(join(host, 'src/a.txt'), 'changed');
+        await run('in', ops);
+        assert.deepEqual(describeTree(H('t')), describeTree(join(host, 'src')));
+      });
+    });
+  }
+}

@@ -1,0 +1,105 @@
+// The JS host over the orchestrator's own kind of pod exec: @kubernetes/client-node
+// against our Kubernetes exec-protocol server (v4 and v5), both components,
+// with results and trees identical to the Rust CLI's kube backend.
+
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+import { BUILTIN, loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
+import { kubeExec, startK8sServer } from './support/kube-exec.js';
+import { build, counted, describeTree, hostDir } from './support/trees.js';
+
+const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const CLI = join(process.env.CARGO_TARGET_DIR ?? join(PACKAGE, '..', 'target'), 'debug', 'sandbox-sync');
+
+for (const protocol of ['v4', 'v5']) {
+  for (const component of ['tar-stream', 'base64-fallback']) {
+    describe(`${component} over kube ${protocol}`, () => {
+      let server;
+      let provider;
+      let dir;
+      let exec;
+      before(async () => {
+        server = await startK8sServer({ protocol });
+        provider = await loadProvider(component);
+      });
+      after(async () => {
+        provider.close();
+        await server.stop();
+      });
+      test.beforeEach(() => {
+        dir = hostDir('kube');
+        mkdirSync(join(dir, 'remote'));
+        exec = counted(kubeExec({ kubeconfig: server.kubeconfig, namespace: server.namespace, pod: server.pod, container: server.container }));
+      });
+      test.afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+      const rustCli = (verb, operations, remoteDir) => {
+        const ops = join(dir, `${verb}.json`);
+        writeFileSync(ops, JSON.stringify(operations));
+        const wasm = readFileSync(join(BUILTIN[component], 'SOURCE'), 'utf8').trim();
+        const args = [verb, '--backend', 'kube', '--kubeconfig', server.kubeconfig, '-n', server.namespace, '--pod', server.pod, '-c', server.container];
+        const out = execFileSync(CLI, [...args, '--remote-dir', remoteDir, '--ops', ops, '--component', wasm], { encoding: 'utf8' });
+        return { operations: JSON.parse(out).operations };
+      };
+
+      test('syncs a tree in and out like the Rust CLI, in one exec each', async () => {
+        const src = build(join(dir, 'src'), {
+          'a.txt': 'alpha',
+          'sub/b.bin': Buffer.alloc(1 << 20, 3),
+          'x.sh': { data: '#!/bin/sh\n', mode: 0o755 },
+          ln: { link: 'a.txt' },
+        });
+        const remote = join(dir, 'remote');
+        const ops = (r) => [{ operationId: 'op', files: [{ sourcePath: src, targetPath: `${r}/tree`, kind: 'directory' }] }];
+        const back = (r, host) => [{ operationId: 'op', files: [{ sourcePath: `${r}/tree`, targetPath: host, kind: 'directory' }] }];
+        mkdirSync(join(remote, 'js'));
+        mkdirSync(join(remote, 'rust'));
+        const js = await performSyncIn({ exec, operations: ops(`${remote}/js`), remoteDir: `${remote}/js`, provider });
+        if (component === 'tar-stream') assert.equal(exec.calls.length, 1);
+        assert.deepEqual(js, rustCli('sync-in', ops(`${remote}/rust`), `${remote}/rust`));
+        assert.deepEqual(describeTree(join(remote, 'js/tree')), describeTree(src));
+        assert.deepEqual(describeTree(join(remote, 'js')), describeTree(join(remote, 'rust')));
+        const out = await performSyncOut({ exec, operations: back(`${remote}/js`, join(dir, 'back-js')), remoteDir: `${remote}/js`, provider });
+        assert.deepEqual(out, rustCli('sync-out', back(`${remote}/rust`, join(dir, 'back-rust')), `${remote}/rust`));
+        assert.deepEqual(describeTree(join(dir, 'back-js')), describeTree(src));
+      });
+
+      test('file mappings with a secret mode, and post-upload commands in order', async () => {
+        const src = build(join(dir, 'src'), { 'f.txt': 'hello', key: 'k' });
+        const remote = join(dir, 'remote');
+        const r = await performSyncIn({
+          exec,
+          remoteDir: remote,
+          provider,
+          operations: [
+            {
+              operationId: 'op',
+              files: [
+                { sourcePath: join(src, 'f.txt'), targetPath: `${remote}/out.txt`, kind: 'file' },
+                { sourcePath: join(src, 'key'), targetPath: `${remote}/key`, kind: 'file', mode: 0o600 },
+              ],
+              postUploadCommands: [{ command: 'printf DONE >> out.txt' }],
+            },
+          ],
+        });
+        assert.equal(r.operations[0].filesTransferred, 2);
+        assert.equal(readFileSync(join(remote, 'out.txt'), 'utf8'), 'helloDONE');
+        assert.equal(statSync(join(remote, 'key')).mode & 0o777, 0o600);
+        await assert.rejects(
+          performSyncIn({
+            exec,
+            remoteDir: remote,
+            provider,
+            operations: [{ operationId: 'op', files: [], postUploadCommands: [{ command: 'exit 3' }, { command: 'touch never' }] }],
+          }),
+          (e) => e instanceof SandboxSyncError && e.kind === 'command-failed' && /exit 3/.test(e.message),
+        );
+        assert.ok(!existsSync(join(remote, 'never')));
+      });
+    });
+  }
+}
