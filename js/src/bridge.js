@@ -7,6 +7,8 @@ import { MessageChannel, Worker } from 'node:worker_threads';
 import { WINDOW } from './worker/exec.js';
 
 const WORKER = new URL('./worker/main.js', import.meta.url);
+/** Most stdout bytes gathered into one message to the worker. */
+const STDOUT_BATCH = 1 << 20;
 /** Largest chunk handed to the caller's stdin. */
 const STDIN_PIECE = 128 << 10;
 
@@ -29,6 +31,9 @@ class Execution {
     this.stdinAcks = 0; // bytes pushed beyond the Readable's buffer, to acknowledge on read
     this.stdoutOut = 0; // bytes posted to the worker, not yet acknowledged
     this.stdoutWaiting = null;
+    this.discard = false;
+    this.batch = []; // stdout chunks not yet posted
+    this.batchBytes = 0;
     this.stdin = new Readable({
       highWaterMark: 1 << 20,
       read: () => this.ackStdin(),
@@ -37,6 +42,7 @@ class Execution {
       highWaterMark: 1 << 20,
       write: (chunk, _enc, done) => this.forward(chunk, done),
       final: (done) => {
+        this.flushStdout();
         this.post({ type: 'stdout-end' });
         done();
       },
@@ -50,20 +56,22 @@ class Execution {
       .then(
         (r) => {
           const stderr = asBytes(r?.stderr);
-          this.exit({
+          return {
             exitCode: Number.isInteger(r?.exitCode) ? r.exitCode : null,
             timedOut: r?.timedOut === true,
             stderr: stderr.slice(0, maxStderrBytes),
             stderrTruncated: stderr.length > maxStderrBytes,
-          });
+          };
         },
         (err) =>
-          this.exit(
-            isTimeout(err)
-              ? { exitCode: null, timedOut: true, stderr: asBytes(err?.partialStderr).slice(0, maxStderrBytes), stderrTruncated: false }
-              : { error: `the sandbox exec failed: ${err?.message ?? err}` },
-          ),
-      );
+          isTimeout(err)
+            ? { exitCode: null, timedOut: true, stderr: asBytes(err?.partialStderr).slice(0, maxStderrBytes), stderrTruncated: false }
+            : { error: `the sandbox exec failed: ${err?.message ?? err}` },
+      )
+      .then(async (status) => {
+        await this.stdoutFlushed();
+        this.exit(status);
+      });
   }
 
   post(message, transfer) {
@@ -88,15 +96,37 @@ class Execution {
         break;
       case 'stdout-ack':
         this.stdoutOut -= m.bytes;
-        if (this.stdoutWaiting && this.stdoutOut < WINDOW) {
-          const done = this.stdoutWaiting;
-          this.stdoutWaiting = null;
-          done();
-        }
+        if (this.stdoutOut < WINDOW) this.releaseStdout();
+        break;
+      case 'finishing':
+        // The component reads no more: drop the rest, as a closed pipe would.
+        this.discard = true;
+        this.releaseStdout();
         break;
       case 'abort':
         this.abort();
         break;
+    }
+  }
+
+  releaseStdout() {
+    const done = this.stdoutWaiting;
+    this.stdoutWaiting = null;
+    done?.();
+  }
+
+  /**
+   * Settles once every byte the caller wrote to stdout has been posted: a
+   * pipe may settle the exec while chunks still wait in the Writable's
+   * buffer behind our backpressure, and the exit must come after them.
+   */
+  async stdoutFlushed() {
+    const out = this.stdout;
+    // The Writable's buffer empties as the worker acknowledges (or its
+    // deadline aborts the exec): a short poll is simpler than tracking
+    // which of its events will come.
+    while (!out.destroyed && !out.writableFinished && (out.writableEnded || out.writableLength > 0 || this.stdoutWaiting)) {
+      await new Promise((resolve) => setTimeout(resolve, 2));
     }
   }
 
@@ -109,11 +139,29 @@ class Execution {
 
   forward(chunk, done) {
     if (this.over) return done(new Error('the sync no longer reads this exec'));
-    const copy = new Uint8Array(chunk);
-    this.stdoutOut += copy.length;
-    this.post({ type: 'stdout', chunk: copy }, [copy.buffer]);
+    if (this.discard) return done();
+    // Chunks are gathered into one message per turn of the event loop (or
+    // per STDOUT_BATCH): a message per 64 KiB pipe read cost more than the copy.
+    this.batch.push(chunk);
+    this.batchBytes += chunk.length;
+    this.stdoutOut += chunk.length;
+    if (this.batchBytes >= STDOUT_BATCH) this.flushStdout();
+    else if (this.batch.length === 1) setImmediate(() => this.flushStdout());
     if (this.stdoutOut < WINDOW) done();
     else this.stdoutWaiting = done;
+  }
+
+  flushStdout() {
+    if (this.batch.length === 0) return;
+    const joined = new Uint8Array(this.batchBytes);
+    let at = 0;
+    for (const c of this.batch) {
+      joined.set(c, at);
+      at += c.length;
+    }
+    this.batch = [];
+    this.batchBytes = 0;
+    this.post({ type: 'stdout', chunk: joined }, [joined.buffer]);
   }
 
   /** Stops feeding and reading; the caller's exec sees its streams fail. */
@@ -124,6 +172,7 @@ class Execution {
   }
 
   exit(status) {
+    this.flushStdout();
     // Whatever the caller wrote to stdout before it settled is ahead of this.
     this.post({ type: 'exit', ...status });
     this.over = true;

@@ -15,6 +15,7 @@ import { removeScratch } from './worker/hostfs.js';
 import { DEFAULTS, SandboxSyncError, grantsFor, toRequest, toResult } from './request.js';
 
 export { SandboxSyncError };
+export { localExec } from './local-exec.js';
 
 const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 /** The components this package ships, transpiled at build time. */

@@ -3,6 +3,7 @@
 // provider components.
 
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -202,6 +203,18 @@ for (const component of COMPONENTS) {
           (e) => e instanceof SandboxSyncError && ['command-failed', 'limit-exceeded', 'transport'].includes(e.kind),
         );
         assert.ok(Date.now() - t0 < 10_000, `took ${Date.now() - t0} ms`);
+      });
+
+      test('a sync-out past the backpressure window lands whole, compressed or not', async () => {
+        const spec = {};
+        for (let i = 0; i < 3000; i++) spec[`t/d${i % 30}/f${i}`] = randomBytes(4096 + (i % 7) * 1000);
+        build(H(), spec);
+        sb.adopt(R());
+        for (const compression of ['none', 'gzip', 'zstd']) {
+          const dest = join(host, compression);
+          await run('out', [{ operationId: 'op', files: [{ sourcePath: R('t'), targetPath: dest, kind: 'directory' }] }], { compression });
+          assert.deepEqual(describeTree(dest), describeTree(H('t')), compression);
+        }
       });
 
       test('an incremental re-sync lands the same tree', async () => {

@@ -276,6 +276,10 @@ class Exec {
   }
 
   finish() {
+    if (!this.finishing) {
+      this.finishing = true;
+      send({ type: 'finishing', id: this.id });
+    }
     for (;;) {
       poll();
       if (this.exit) break;

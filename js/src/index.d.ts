@@ -1,0 +1,106 @@
+import type { Readable, Writable } from 'node:stream';
+
+/** The orchestrator's pod exec: run `command`, streaming stdin and stdout. */
+export type PodStreamExec = (
+  command: string[],
+  io: { stdin?: Readable; stdout?: Writable; timeoutMs?: number; maxStderrBytes?: number },
+) => Promise<{ exitCode: number | null; stderr: string | Uint8Array }>;
+
+export interface PluginSyncFileMapping {
+  sourcePath: string;
+  targetPath: string;
+  kind: 'file' | 'directory';
+  mode?: number;
+  exclude?: string[];
+  followSymlinks?: boolean;
+}
+
+export interface PluginPostUploadCommand {
+  command: string;
+  cwd?: string;
+  timeoutMs?: number;
+}
+
+export interface PluginSyncOperation {
+  operationId: string;
+  files: PluginSyncFileMapping[];
+  postUploadCommands?: PluginPostUploadCommand[];
+}
+
+export interface SyncInput {
+  exec: PodStreamExec;
+  operations: PluginSyncOperation[];
+  /** The sandbox-side root every sandbox path must stay under. */
+  remoteDir: string;
+  /** Wall time for the whole call (default 300000). */
+  timeoutMs?: number;
+  /** Most bytes the sandbox may send on sync-out (default 8 GiB). */
+  maxOutputBytes?: number;
+  /** Most stderr bytes kept from the sandbox; more fails the sync (default 1 MiB). */
+  maxStderrBytes?: number;
+  /** Most archive entries accepted from the sandbox (default 1000000). */
+  maxEntries?: number;
+  /** Most bytes of names, link targets and extension records accepted (default 256 MiB). */
+  maxMetadataBytes?: number;
+  /** Transport compression (default 'auto'; sync-in compresses only with gzip, and only when `stdinEnds`). */
+  compression?: 'auto' | 'gzip' | 'zstd' | 'none';
+  /** Keep target files that already match instead of sending them again (default true). */
+  incremental?: boolean;
+  /**
+   * Whether ending the stdin Readable reaches the sandbox as EOF (default
+   * false: the orchestrator's pod exec never forwards it, so the component
+   * frames what it sends).
+   */
+  stdinEnds?: boolean;
+  /** Refuse, instead of dereferencing, a followed symlink that leads out of its source. */
+  confineFollowedSymlinks?: boolean;
+  /** The provider to run (default: the shipped tar-stream component). */
+  provider?: Provider;
+}
+
+export interface SyncResult {
+  operations: { operationId: string; filesTransferred: number; bytesTransferred: number }[];
+}
+
+export type SyncErrorKind =
+  | 'invalid-request'
+  | 'confinement'
+  | 'unsafe-archive'
+  | 'command-failed'
+  | 'limit-exceeded'
+  | 'source-changed'
+  | 'transport'
+  | 'io';
+
+export class SandboxSyncError extends Error {
+  kind: SyncErrorKind;
+  command?: { operationId: string; exitCode: number | null; timedOut: boolean; stderr: string };
+}
+
+export interface ProviderInfo {
+  name: string;
+  version: string;
+  witVersion: string;
+  capabilities: string[];
+}
+
+export interface Provider {
+  readonly info: ProviderInfo;
+  performSyncIn(input: Omit<SyncInput, 'provider'>): Promise<SyncResult>;
+  performSyncOut(input: Omit<SyncInput, 'provider'>): Promise<SyncResult>;
+  /** Stops its idle worker threads. */
+  close(): void;
+}
+
+/** The shipped components' transpilations, by name. */
+export const BUILTIN: Record<'tar-stream' | 'base64-fallback', string>;
+export const WIT_VERSION: string;
+export const DEFAULTS: Required<Pick<SyncInput, 'timeoutMs' | 'maxOutputBytes' | 'maxStderrBytes' | 'maxEntries' | 'maxMetadataBytes'>>;
+
+/** 'tar-stream' (default), 'base64-fallback', a component `.wasm` file, or a jco transpilation directory. */
+export function loadProvider(which?: string): Promise<Provider>;
+export function performSyncIn(input: SyncInput): Promise<SyncResult>;
+export function performSyncOut(input: SyncInput): Promise<SyncResult>;
+
+/** An exec running `[...prefix, ...command]` as a local child process (a sandbox on this machine). */
+export function localExec(prefix?: string[]): PodStreamExec;
