@@ -17,12 +17,20 @@ demo:
 
 # Everything CI checks: formatting, lints, unit, conformance (against both
 # provider components, and once more compressed where the transport allows
-# and with incremental sync-in off), differential, CLI and worker tests.
+# and with incremental sync-in off), differential, CLI and worker tests,
+# and the Node host package's tests.
 test: lint
     cargo test --locked
     SANDBOX_SYNC_PROVIDER=fallback cargo test --locked -p sandbox-sync-tests --test conformance
     SANDBOX_SYNC_COMPRESS=zstd SANDBOX_SYNC_INCREMENTAL=0 cargo test --locked -p sandbox-sync-tests --test conformance
+    just js-test
     just fuzz-smoke
+
+# The Node host package (js/): the same components under jco, against the
+# sandboxes, test servers and CLI that `cargo test` built.
+js-test:
+    cd js && if [ -d node_modules ]; then npm install --no-audit --no-fund --loglevel=error; else npm ci --no-audit --no-fund --loglevel=error; fi
+    cd js && npm test
 
 # Short fuzz runs of every target (part of `test`, as CI's smoke run).
 fuzz-smoke: (fuzz "15")
