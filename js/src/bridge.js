@@ -266,6 +266,9 @@ export class ProviderWorker {
       });
     } finally {
       clearTimeout(timer);
+      // A call that ended (a trap, an error) with execs still running stops them.
+      for (const x of this.execs.values()) x.abort();
+      this.execs.clear();
       this.call = null;
       this.exec = null;
       this.worker.unref();

@@ -6,7 +6,7 @@
 // worker per concurrent call), with every import implemented in ./worker.
 
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,21 +33,40 @@ const EXEC_GRACE_MS = 900;
 /** Idle workers kept per provider. */
 const IDLE_WORKERS = 2;
 
-/** Transpiles a component file with jco into a cache directory (once per content). */
+/**
+ * Where transpilations are cached: a private (0700) directory of ours, as
+ * the Rust host keeps its compiled components. A shared temp dir would let
+ * another local user plant the JS we import.
+ */
+function cacheDir() {
+  const base =
+    process.env.SANDBOX_SYNC_CACHE_DIR ??
+    (process.env.XDG_CACHE_HOME && join(process.env.XDG_CACHE_HOME, 'sandbox-sync')) ??
+    (process.env.HOME && join(process.env.HOME, '.cache', 'sandbox-sync'));
+  if (!base) return null;
+  const dir = join(base, 'jco');
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const st = lstatSync(base);
+  if (!st.isDirectory() || st.uid !== process.getuid()) return null;
+  chmodSync(base, 0o700);
+  return dir;
+}
+
+/** Transpiles a component file with jco, once per content where a cache can be kept. */
 async function transpiled(file) {
   const bytes = readFileSync(file);
   const key = createHash('sha256').update(bytes).digest('hex').slice(0, 32);
-  const dir = join(tmpdir(), `sandbox-sync-jco-${process.getuid?.() ?? 'u'}`, key);
-  if (existsSync(join(dir, 'provider.js'))) return dir;
+  const cache = cacheDir();
+  const dir = cache ? join(cache, key) : mkdtempSync(join(tmpdir(), 'sandbox-sync-jco-'));
+  if (cache && existsSync(join(dir, 'provider.js'))) return dir;
   const { transpile } = await import('@bytecodealliance/jco');
   const { files } = await transpile(bytes, { name: 'provider', instantiation: { tag: 'sync' }, noTypescript: true });
-  const tmp = `${dir}.${process.pid}.tmp`;
-  rmSync(tmp, { recursive: true, force: true });
+  const tmp = cache ? mkdtempSync(`${dir}.`) : dir;
   for (const [name, data] of Object.entries(files)) {
     mkdirSync(dirname(join(tmp, name)), { recursive: true });
     writeFileSync(join(tmp, name), data);
   }
-  mkdirSync(dirname(dir), { recursive: true, mode: 0o700 });
+  if (tmp === dir) return dir;
   try {
     renameSync(tmp, dir);
   } catch {
@@ -141,16 +160,20 @@ const loaded = new Map();
  * a directory holding a jco transpilation (`provider.js`).
  */
 export function loadProvider(which = 'tar-stream') {
-  if (!loaded.has(which)) {
+  // A component file swapped in place is a new provider.
+  const key = which.endsWith('.wasm') ? `${which}:${statSync(which, { throwIfNoEntry: false })?.mtimeMs}` : which;
+  if (!loaded.has(key)) {
     const p = load(which);
-    loaded.set(which, p);
-    p.catch(() => loaded.delete(which));
+    loaded.set(key, p);
+    p.catch(() => loaded.delete(key));
   }
-  return loaded.get(which);
+  return loaded.get(key);
 }
 
 async function load(which) {
-  const dir = BUILTIN[which] ?? (which.endsWith('.wasm') ? await transpiled(which) : resolve(which));
+  const wasm = !BUILTIN[which] && which.endsWith('.wasm');
+  if (wasm && !existsSync(which)) throw new SandboxSyncError('invalid-request', `no provider component at ${which}`);
+  const dir = BUILTIN[which] ?? (wasm ? await transpiled(which) : resolve(which));
   if (!existsSync(join(dir, 'provider.js'))) {
     throw new SandboxSyncError('invalid-request', `no provider component at ${which}`);
   }

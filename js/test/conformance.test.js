@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
+import { BUILTIN, loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
 import { sandbox } from './support/sandbox.js';
 import { build, counted, describeTree, hostDir } from './support/trees.js';
 
@@ -228,3 +228,28 @@ for (const component of COMPONENTS) {
     });
   }
 }
+
+describe('loadProvider', () => {
+  test('loads any component file at run time (transpiled once, by content) and syncs with it', async () => {
+    const wasm = readFileSync(join(BUILTIN['base64-fallback'], 'SOURCE'), 'utf8').trim();
+    const provider = await loadProvider(wasm);
+    assert.equal(provider.info.name, 'sandbox-sync-base64-fallback');
+    assert.ok(provider.info.capabilities.includes('sync-in'));
+    assert.equal(await loadProvider(wasm), provider);
+    const sb = sandbox('gnu');
+    const host = build(hostDir(), { 'f.txt': 'swapped in' });
+    try {
+      await provider.performSyncIn({ exec: sb.exec, remoteDir: sb.remoteDir, operations: [{ operationId: 'op', files: [{ sourcePath: join(host, 'f.txt'), targetPath: `${sb.remoteDir}/f.txt`, kind: 'file' }] }] });
+      assert.equal(readFileSync(join(sb.remoteDir, 'f.txt'), 'utf8'), 'swapped in');
+    } finally {
+      provider.close();
+      sb.cleanup();
+      rmSync(host, { recursive: true, force: true });
+    }
+  });
+
+  test('refuses what is not a provider component', async () => {
+    await rejectsWith(loadProvider('/nonexistent/provider.wasm'), 'invalid-request');
+    await rejectsWith(loadProvider(hostDir('empty')), 'invalid-request');
+  });
+});

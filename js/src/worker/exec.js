@@ -188,13 +188,7 @@ class Exec {
     for (;;) {
       poll();
       if (this.raw.length > 0) {
-        let chunk = this.raw[0];
-        if (chunk.length > max) {
-          this.raw[0] = chunk.subarray(max);
-          chunk = chunk.subarray(0, max);
-        } else {
-          this.raw.shift();
-        }
+        const chunk = take(this.raw, max);
         this.ack(chunk.length);
         return chunk;
       }
@@ -217,16 +211,7 @@ class Exec {
     const d = this.decoder;
     if (!d) return this.readRaw(max, blocking);
     for (;;) {
-      if (d.out.length > 0) {
-        let chunk = d.out[0];
-        if (chunk.length > max) {
-          d.out[0] = chunk.subarray(max);
-          chunk = chunk.subarray(0, max);
-        } else {
-          d.out.shift();
-        }
-        return chunk;
-      }
+      if (d.out.length > 0) return take(d.out, max);
       if (d.ended) return null;
       const raw = this.readRaw(FILE_CHUNK, blocking);
       if (raw !== null && raw.length === 0) return raw;
@@ -346,6 +331,14 @@ class Exec {
     // The handle that was read must still be the planned file.
     if (!same(fstatSync(fd, { bigint: true }), f)) throw changed('changed');
   }
+}
+
+/** At most `max` bytes from the head of `queue`, a list of chunks. */
+function take(queue, max) {
+  const chunk = queue[0];
+  if (chunk.length <= max) return queue.shift();
+  queue[0] = chunk.subarray(max);
+  return chunk.subarray(0, max);
 }
 
 function same(st, f) {
