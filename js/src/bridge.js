@@ -32,6 +32,7 @@ class Execution {
     this.stdoutOut = 0; // bytes posted to the worker, not yet acknowledged
     this.stdoutWaiting = null;
     this.discard = false;
+    this.aborted = false;
     this.batch = []; // stdout chunks not yet posted
     this.batchBytes = 0;
     this.stdin = new Readable({
@@ -138,7 +139,7 @@ class Execution {
   }
 
   forward(chunk, done) {
-    if (this.over) return done(new Error('the sync no longer reads this exec'));
+    if (this.over || this.aborted) return done(new Error('the sync no longer reads this exec'));
     if (this.discard) return done();
     // Chunks are gathered into one message per turn of the event loop (or
     // per STDOUT_BATCH): a message per 64 KiB pipe read cost more than the copy.
@@ -168,7 +169,8 @@ class Execution {
   abort() {
     this.stdin.destroy();
     this.stdout.destroy(new Error('the sync aborted this exec'));
-    this.over = true;
+    // Its exit still reaches the worker, which waits for the real status.
+    this.aborted = true;
   }
 
   exit(status) {

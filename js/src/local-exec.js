@@ -2,6 +2,7 @@
 // child process: for a local sandbox, the plugin worker, and the tests.
 
 import { spawn } from 'node:child_process';
+import { finished } from 'node:stream';
 
 /** How long the pipes may outlive the shell (as the Rust local backend allows). */
 const STDIO_GRACE_MS = 2000;
@@ -13,9 +14,9 @@ const STDIO_GRACE_MS = 2000;
  * The child leads its own process group, and the whole group is killed at
  * the timeout, when the caller's stdin or stdout fails (an aborted sync), and
  * soon after the shell exits: a leftover grandchild (a killed command's
- * child) would otherwise hold the pipes open. It settles on 'close', not
- * 'exit': Node drops a child's unread stdout at exit, and only at 'close'
- * has every byte been handed to `io.stdout`. Stderr keeps one byte past
+ * child) would otherwise hold the pipes open. It settles after 'close', not
+ * 'exit' (Node drops a child's unread stdout at exit), and once `io.stdout`
+ * has finished taking every byte, as the orchestrator's pod exec does. Stderr keeps one byte past
  * `maxStderrBytes`, so the caller can tell the cap was passed.
  */
 export function localExec(prefix = []) {
@@ -67,6 +68,9 @@ export function localExec(prefix = []) {
         if (timedOut) {
           const err = new Error(`local exec timed out after ${io.timeoutMs} ms`);
           reject(Object.assign(err, { kind: 'timeout', partialStderr: collected }));
+        } else if (io.stdout) {
+          // Settle once the sink has taken every byte (or failed).
+          finished(io.stdout, () => resolve({ exitCode, stderr: collected }));
         } else resolve({ exitCode, stderr: collected });
       });
     });

@@ -5,7 +5,7 @@
 // blocking calls must block this thread on our own event channel, and
 // preview2-shim 0.26.1 has traps here (`skip` returns the bytes instead of a
 // count, `splice` throws and reads past its length, dropping an output stream
-// does not end it). Each trap has a test in test/streams.test.js.
+// does not end it). Each trap has a test in test/host-traps.test.js.
 //
 // A stream is a thin shell around a source or a sink:
 //   source.read(max, blocking) -> Uint8Array (empty: nothing yet) | null (EOF);
