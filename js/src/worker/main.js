@@ -51,9 +51,24 @@ for (const key of Object.keys(imports)) {
   imports[`${key}@${key.startsWith('wasi:') ? '0.2.12' : '0.2.4'}`] = imports[key];
 }
 
-/** A fresh instance per call: a trap or an exit poisons an instance. */
+/** Calls one instance serves before a fresh one (its heap never shrinks). */
+const MAX_CALLS = 100;
+let current = null;
+let calls = 0;
+
+/**
+ * The instance for the next call. jco's glue takes ~12 ms to instantiate
+ * (it builds every trampoline anew), more than a small sync itself, so an
+ * instance serves successive calls; the component keeps no state between
+ * calls. One that trapped or exited is never used again.
+ */
 function instance() {
-  return instantiate(getCoreModule, imports).sync;
+  if (!current || calls >= MAX_CALLS) {
+    current = instantiate(getCoreModule, imports).sync;
+    calls = 0;
+  }
+  calls += 1;
+  return current;
 }
 
 function describe() {
@@ -77,7 +92,10 @@ function call({ callId, direction, request, grants, settings }) {
     send({ type: 'done', callId, results });
   } catch (e) {
     if (e?.payload !== undefined) send({ type: 'done', callId, error: e.payload });
-    else send({ type: 'done', callId, trap: String(e?.stack ?? e) });
+    else {
+      current = null;
+      send({ type: 'done', callId, trap: String(e?.stack ?? e) });
+    }
   } finally {
     for (const d of dirs) d.close?.();
   }
@@ -89,6 +107,7 @@ parentPort.on('message', (m) => {
     try {
       send({ type: 'described', info: describe() });
     } catch (e) {
+      current = null;
       send({ type: 'described', trap: String(e?.stack ?? e) });
     }
   }
