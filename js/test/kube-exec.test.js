@@ -57,7 +57,7 @@ for (const protocol of ['v4', 'v5']) {
 
     // What plain client-node does on stdin 'end': v5 sends CLOSE [255, 0]
     // and the pod sees EOF; v4 closes the whole socket, so the process is
-    // killed and neither its output nor a status arrives.
+    // killed and no status arrives (its output may, if it raced the close).
     test('plain client-node: stdin end is EOF on v5, a hang-up on v4', async () => {
       const r = await rawExecWithStdinEnd(server, ['cat'], 'hello\n');
       if (protocol === 'v5') {
@@ -65,7 +65,6 @@ for (const protocol of ['v4', 'v5']) {
         assert.equal(r.stdout, 'hello\n');
       } else {
         assert.equal(r.status, null);
-        assert.equal(r.stdout, '');
       }
     });
 
