@@ -193,6 +193,19 @@ for (const component of COMPONENTS) {
         await run('in', [{ operationId: 'op', files: [file], postUploadCommands: [{ command: 'pwd -P > where', cwd: R('sub') }] }]);
         assert.match(readFileSync(H('sub/where'), 'utf8'), /sub\n$/);
         await assert.rejects(run('in', [{ operationId: 'op', files: [file], postUploadCommands: [{ command: 'touch esc', cwd: '/etc' }] }]));
+        await assert.rejects(run('in', [{ operationId: 'op', files: [file], postUploadCommands: [{ command: 'touch esc', cwd: `${R()}/../escape` }] }]));
+      });
+
+      test('refuses a post-upload cwd that leads out through a planted symlink', async () => {
+        build(host, { 'f.txt': 'x' });
+        const outside = sb.host(userland === 'gnu' ? join(sb.remoteDir, '..', 'outside') : '/outside');
+        mkdirSync(outside, { recursive: true });
+        symlinkSync(userland === 'gnu' ? outside : '/outside', H('out-link'));
+        await assert.rejects(
+          run('in', [{ operationId: 'op', files: [{ sourcePath: join(host, 'f.txt'), targetPath: R('f.txt'), kind: 'file' }], postUploadCommands: [{ command: 'touch pwned', cwd: R('out-link') }] }]),
+          (e) => e instanceof SandboxSyncError && ['confinement', 'command-failed'].includes(e.kind),
+        );
+        assert.deepEqual(readdirSync(outside), []);
       });
 
       test('a post-upload command past its timeout fails as timed out, within the deadline', async () => {

@@ -100,6 +100,22 @@ for (const protocol of ['v4', 'v5']) {
         );
         assert.ok(!existsSync(join(remote, 'never')));
       });
+
+      test('a command past its timeout, and a sandbox past the call timeout, end within the deadline', async () => {
+        const remote = join(dir, 'remote');
+        let t0 = Date.now();
+        await assert.rejects(
+          performSyncIn({ exec, remoteDir: remote, provider, operations: [{ operationId: 'op', files: [], postUploadCommands: [{ command: 'sleep 30', timeoutMs: 500 }] }] }),
+          (e) => e instanceof SandboxSyncError && e.kind === 'command-failed' && e.command.timedOut,
+        );
+        assert.ok(Date.now() - t0 < 8000, `took ${Date.now() - t0} ms`);
+        t0 = Date.now();
+        await assert.rejects(
+          performSyncIn({ exec, remoteDir: remote, provider, timeoutMs: 1500, operations: [{ operationId: 'op', files: [], postUploadCommands: [{ command: 'sleep 30' }] }] }),
+          (e) => e instanceof SandboxSyncError,
+        );
+        assert.ok(Date.now() - t0 < 1500 + 3000, `took ${Date.now() - t0} ms`);
+      });
     });
   }
 }
