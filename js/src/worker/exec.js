@@ -99,9 +99,11 @@ class Exec {
     return true;
   }
 
-  timedOut() {
+  /** `block`, failing (and aborting the exec) past the deadline. */
+  blockOrFail() {
+    if (this.block()) return;
     this.abort();
-    return new Error(`the sandbox process did not report within its timeout`);
+    throw new Error('the sandbox process did not report within its timeout');
   }
 
   // -- stdin ----------------------------------------------------------------
@@ -118,7 +120,7 @@ class Exec {
     if (bytes.length === 0) return;
     poll();
     while (this.inFlight >= WINDOW && !this.stdinFailure()) {
-      if (!this.block()) throw this.timedOut();
+      this.blockOrFail();
     }
     const failure = this.stdinFailure();
     if (failure) throw failure;
@@ -195,7 +197,7 @@ class Exec {
       if (this.rawError) throw this.rawError;
       if (this.rawEnded || this.exit || this.aborted) return null;
       if (!blocking) return new Uint8Array(0);
-      if (!this.block()) throw this.timedOut();
+      this.blockOrFail();
     }
   }
 
@@ -374,7 +376,7 @@ export class Execution {
     return new OutputStream({
       write: (bytes) => x.writeStdin(bytes),
       capacity: () => x.stdinCapacity(),
-      wait: () => x.block() || (() => { throw x.timedOut(); })(),
+      wait: () => x.blockOrFail(),
       close: () => x.closeStdin(),
     });
   }
@@ -389,7 +391,7 @@ export class Execution {
         poll();
         return x.raw.length > 0 || x.rawEnded || x.rawError !== null || x.exit !== null || x.aborted;
       },
-      wait: () => x.block() || (() => { throw x.timedOut(); })(),
+      wait: () => x.blockOrFail(),
     });
   }
 
