@@ -18,6 +18,7 @@ import { localExec } from '../src/local-exec.js';
 import { InputStream, OutputStream } from '../src/worker/streams.js';
 import { sandbox } from './support/sandbox.js';
 import { build, hostDir } from './support/trees.js';
+import { watchLoop } from './support/loop.js';
 
 const PKG = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const MiB = 1 << 20;
@@ -299,13 +300,9 @@ describe('the worker design', () => {
       const files = {};
       for (let i = 0; i < 4; i++) files[`f${i}.bin`] = randomFillSync(Buffer.alloc(16 * MiB));
       build(host, files);
-      let last = Date.now();
-      let gap = 0;
-      const ticker = setInterval(() => {
-        gap = Math.max(gap, Date.now() - last);
-        last = Date.now();
-      }, 10);
+      const stop = watchLoop();
       const t0 = Date.now();
+      let gap;
       try {
         await performSyncIn({
           provider,
@@ -316,7 +313,7 @@ describe('the worker design', () => {
           operations: [{ operationId: 'o', files: [{ sourcePath: host, targetPath: `${sb.remoteDir}/t`, kind: 'directory' }] }],
         });
       } finally {
-        clearInterval(ticker);
+        gap = stop();
       }
       const took = Date.now() - t0;
       for (const [name, data] of Object.entries(files)) assert.ok(readFileSync(`${sb.remoteDir}/t/${name}`).equals(data), name);

@@ -18,6 +18,7 @@ import { loadProvider, performSyncOut, SandboxSyncError } from '../src/index.js'
 import { localExec } from '../src/local-exec.js';
 import { sandbox } from './support/sandbox.js';
 import { hostDir } from './support/trees.js';
+import { watchLoop } from './support/loop.js';
 
 const PKG = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const TARGET = resolve(PKG, '..', process.env.CARGO_TARGET_DIR ?? 'target');
@@ -260,12 +261,7 @@ describe('a hostile sandbox on sync-out', () => {
         assert.ok(total > 1024, `recorded only ${total} bytes`);
 
         const c = hostileCase(benign);
-        let last = Date.now();
-        let gap = 0;
-        const ticker = setInterval(() => {
-          gap = Math.max(gap, Date.now() - last);
-          last = Date.now();
-        }, 10);
+        const stop = watchLoop();
         const t0 = Date.now();
         try {
           await assert.rejects(
@@ -277,11 +273,12 @@ describe('a hostile sandbox on sync-out', () => {
             },
           );
           const took = Date.now() - t0;
+          const gap = stop();
           assert.ok(took < 1500 + 2500, `rejected after ${took} ms`);
           assert.ok(gap < 250, `the event loop stalled for ${gap} ms`);
           assert.deepEqual(leftovers(c), []);
         } finally {
-          clearInterval(ticker);
+          stop();
           c.cleanup();
         }
       });
