@@ -8,16 +8,14 @@
 
 import { execFileSync } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { BUILTIN, loadProvider } from '../src/index.js';
+import { loadProvider } from '../src/index.js';
+import { TARGET, componentSource } from '../scripts/cargo.mjs';
 import { localExec } from '../src/local-exec.js';
 
-const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const TARGET = process.env.CARGO_TARGET_DIR ?? join(PACKAGE, '..', 'target');
 const { values: args } = parseArgs({
   options: {
     runs: { type: 'string', default: '3' },
@@ -27,7 +25,7 @@ const { values: args } = parseArgs({
 });
 const RUNS = Number(args.runs);
 const ONLY = new Set(args.only.split(','));
-const WASM = readFileSync(join(BUILTIN['tar-stream'], 'SOURCE'), 'utf8').trim();
+const WASM = componentSource('tar-stream');
 const base = join(tmpdir(), `sandbox-sync-js-bench-${process.pid}`);
 
 function median(xs) {

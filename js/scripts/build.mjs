@@ -3,12 +3,9 @@
 // Run after `cargo test` or `just components`; CARGO_TARGET_DIR is honoured.
 
 import { existsSync, mkdirSync, rmSync, statSync, writeFileSync, readFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
 import { transpile } from '@bytecodealliance/jco';
-
-const pkg = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const target = process.env.CARGO_TARGET_DIR ?? join(pkg, '..', 'target');
+import { PACKAGE as pkg, TARGET as target } from './cargo.mjs';
 const COMPONENTS = {
   'tar-stream': 'sandbox_sync_component.wasm',
   'base64-fallback': 'sandbox_sync_base64_fallback.wasm',

@@ -108,7 +108,7 @@ class Provider {
     const scratch = [];
     let done;
     try {
-      done = await w.run({ type: 'call', callId: 1, direction, request, grants, settings }, input.exec, timeoutMs + HOST_GRACE_MS, scratch);
+      done = await w.run({ type: 'call', direction, request, grants, settings }, input.exec, timeoutMs + HOST_GRACE_MS, scratch);
     } catch (e) {
       if (e?.timedOut) {
         throw new SandboxSyncError('limit-exceeded', `the sync did not finish within ${timeoutMs + HOST_GRACE_MS} ms`);

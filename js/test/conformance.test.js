@@ -7,7 +7,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { BUILTIN, loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
+import { loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
+import { componentSource } from '../scripts/cargo.mjs';
 import { sandbox } from './support/sandbox.js';
 import { build, counted, describeTree, hostDir } from './support/trees.js';
 
@@ -244,7 +245,7 @@ for (const component of COMPONENTS) {
 
 describe('loadProvider', () => {
   test('loads any component file at run time (transpiled once, by content) and syncs with it', async () => {
-    const wasm = readFileSync(join(BUILTIN['base64-fallback'], 'SOURCE'), 'utf8').trim();
+    const wasm = componentSource('base64-fallback');
     const provider = await loadProvider(wasm);
     assert.equal(provider.info.name, 'sandbox-sync-base64-fallback');
     assert.ok(provider.info.capabilities.includes('sync-in'));

@@ -3,32 +3,13 @@
 // be identical, both ways.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { mkdirSync, readFileSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { BUILTIN, loadProvider, performSyncIn, performSyncOut } from '../src/index.js';
+import { loadProvider, performSyncIn, performSyncOut } from '../src/index.js';
+import { rustCli } from './support/rust-cli.js';
 import { sandbox } from './support/sandbox.js';
 import { build, describeTree, hostDir } from './support/trees.js';
-
-const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const TARGET = process.env.CARGO_TARGET_DIR ?? join(PACKAGE, '..', 'target');
-const CLI = join(TARGET, 'debug', 'sandbox-sync');
-
-/** The Rust CLI on the same component (the one the package transpiled). */
-function cli(verb, { component, sb, operations, remoteDir }) {
-  const ops = join(hostDir('ops'), 'ops.json');
-  writeFileSync(ops, JSON.stringify(operations));
-  const wasm = readFileSync(join(BUILTIN[component], 'SOURCE'), 'utf8').trim();
-  const jail = sb.root ? ['--sandbox-root', sb.root, '--sandbox-user', '65534'] : [];
-  try {
-    const out = execFileSync(CLI, [verb, '--remote-dir', remoteDir, '--ops', ops, '--component', wasm, ...jail], { encoding: 'utf8' });
-    return { operations: JSON.parse(out).operations };
-  } finally {
-    rmSync(dirname(ops), { recursive: true, force: true });
-  }
-}
 
 /** Operations over `src` (a host tree) and `remote` (a sandbox dir). */
 function inbound(src, remote) {
@@ -108,8 +89,9 @@ for (const component of ['tar-stream', 'base64-fallback']) {
         const src = join(host, 'src');
         for (const r of [js, rust]) mkdirSync(sb.host(r));
         sb.adopt(sb.remoteDir);
+        const jail = sb.root ? ['--sandbox-root', sb.root, '--sandbox-user', '65534'] : [];
         const jsIn = await performSyncIn({ exec: sb.exec, operations: inbound(src, js), remoteDir: js, provider });
-        const rustIn = cli('sync-in', { component, sb, operations: inbound(src, rust), remoteDir: rust });
+        const rustIn = rustCli('sync-in', { component, operations: inbound(src, rust), remoteDir: rust, args: jail });
         assert.deepEqual(jsIn, rustIn);
         const landed = describeTree(sb.host(js));
         // The post-upload listing names dates and owners; compare its presence only.
@@ -120,7 +102,7 @@ for (const component of ['tar-stream', 'base64-fallback']) {
         assert.ok(landed['tree/big.bin'], 'the tree landed');
 
         const jsOut = await performSyncOut({ exec: sb.exec, operations: outbound(js, join(host, 'js')), remoteDir: js, provider });
-        const rustOut = cli('sync-out', { component, sb, operations: outbound(rust, join(host, 'rust')), remoteDir: rust });
+        const rustOut = rustCli('sync-out', { component, operations: outbound(rust, join(host, 'rust')), remoteDir: rust, args: jail });
         assert.deepEqual(jsOut, rustOut);
         assert.deepEqual(describeTree(join(host, 'js')), describeTree(join(host, 'rust')));
         assert.equal(readFileSync(join(host, 'js', 'size.txt'), 'utf8').trim(), '100000');

@@ -7,20 +7,19 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
 import { localExec } from '../src/local-exec.js';
+import { PACKAGE } from '../scripts/cargo.mjs';
 import { InputStream, OutputStream } from '../src/worker/streams.js';
 import { sandbox } from './support/sandbox.js';
 import { build, hostDir } from './support/trees.js';
 import { watchLoop } from './support/loop.js';
 
-const PKG = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const MiB = 1 << 20;
 
 /** An in-memory stream source over `bytes`, handing at most `chunk` bytes a read. */
@@ -100,7 +99,7 @@ function shim() {
     try {
       writeFileSync(join(dir, 'src.bin'), randomFillSync(Buffer.alloc(100_000)));
       writeFileSync(join(dir, 'dst.bin'), '');
-      const out = execFileSync(process.execPath, ['--input-type=module', '-e', SHIM_DEMO, dir], { cwd: PKG, encoding: 'utf8', timeout: 30_000 });
+      const out = execFileSync(process.execPath, ['--input-type=module', '-e', SHIM_DEMO, dir], { cwd: PACKAGE, encoding: 'utf8', timeout: 30_000 });
       shimDemo = JSON.parse(out);
     } finally {
       rmSync(dir, { recursive: true, force: true });

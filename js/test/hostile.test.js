@@ -11,17 +11,15 @@ import { randomFillSync } from 'node:crypto';
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { Writable } from 'node:stream';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadProvider, performSyncOut, SandboxSyncError } from '../src/index.js';
 import { localExec } from '../src/local-exec.js';
+import { TARGET } from '../scripts/cargo.mjs';
 import { sandbox } from './support/sandbox.js';
 import { hostDir } from './support/trees.js';
 import { watchLoop } from './support/loop.js';
 
-const PKG = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const TARGET = resolve(PKG, '..', process.env.CARGO_TARGET_DIR ?? 'target');
 const FUZZ_CORPUS = join(TARGET, 'debug', 'examples', 'fuzz-corpus');
 // Both read a tar the sandbox's `tar` wrote: streamed, or staged and read back in base64 chunks.
 const COMPONENTS = ['tar-stream', 'base64-fallback'];

@@ -3,17 +3,13 @@
 // with results and trees identical to the Rust CLI's kube backend.
 
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { existsSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { BUILTIN, loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
+import { loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
+import { rustCli } from './support/rust-cli.js';
 import { kubeExec, startK8sServer } from './support/kube-exec.js';
 import { build, counted, describeTree, hostDir } from './support/trees.js';
-
-const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const CLI = join(process.env.CARGO_TARGET_DIR ?? join(PACKAGE, '..', 'target'), 'debug', 'sandbox-sync');
 
 for (const protocol of ['v4', 'v5']) {
   for (const component of ['tar-stream', 'base64-fallback']) {
@@ -37,14 +33,13 @@ for (const protocol of ['v4', 'v5']) {
       });
       test.afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-      const rustCli = (verb, operations, remoteDir) => {
-        const ops = join(dir, `${verb}.json`);
-        writeFileSync(ops, JSON.stringify(operations));
-        const wasm = readFileSync(join(BUILTIN[component], 'SOURCE'), 'utf8').trim();
-        const args = [verb, '--backend', 'kube', '--kubeconfig', server.kubeconfig, '-n', server.namespace, '--pod', server.pod, '-c', server.container];
-        const out = execFileSync(CLI, [...args, '--remote-dir', remoteDir, '--ops', ops, '--component', wasm], { encoding: 'utf8' });
-        return { operations: JSON.parse(out).operations };
-      };
+      const viaRust = (verb, operations, remoteDir) =>
+        rustCli(verb, {
+          component,
+          operations,
+          remoteDir,
+          args: ['--backend', 'kube', '--kubeconfig', server.kubeconfig, '-n', server.namespace, '--pod', server.pod, '-c', server.container],
+        });
 
       test('syncs a tree in and out like the Rust CLI, in one exec each', async () => {
         const src = build(join(dir, 'src'), {
@@ -60,11 +55,11 @@ for (const protocol of ['v4', 'v5']) {
         mkdirSync(join(remote, 'rust'));
         const js = await performSyncIn({ exec, operations: ops(`${remote}/js`), remoteDir: `${remote}/js`, provider });
         if (component === 'tar-stream') assert.equal(exec.calls.length, 1);
-        assert.deepEqual(js, rustCli('sync-in', ops(`${remote}/rust`), `${remote}/rust`));
+        assert.deepEqual(js, viaRust('sync-in', ops(`${remote}/rust`), `${remote}/rust`));
         assert.deepEqual(describeTree(join(remote, 'js/tree')), describeTree(src));
         assert.deepEqual(describeTree(join(remote, 'js')), describeTree(join(remote, 'rust')));
         const out = await performSyncOut({ exec, operations: back(`${remote}/js`, join(dir, 'back-js')), remoteDir: `${remote}/js`, provider });
-        assert.deepEqual(out, rustCli('sync-out', back(`${remote}/rust`, join(dir, 'back-rust')), `${remote}/rust`));
+        assert.deepEqual(out, viaRust('sync-out', back(`${remote}/rust`, join(dir, 'back-rust')), `${remote}/rust`));
         assert.deepEqual(describeTree(join(dir, 'back-js')), describeTree(src));
       });
 

@@ -46,10 +46,6 @@ const imports = {
   },
   'sandbox-sync:provider/types': {},
 };
-// jco looks imports up by interface name; some versions add the @version.
-for (const key of Object.keys(imports)) {
-  imports[`${key}@${key.startsWith('wasi:') ? '0.2.12' : '0.2.4'}`] = imports[key];
-}
 
 /** Calls one instance serves before a fresh one (its heap never shrinks). */
 const MAX_CALLS = 100;
@@ -76,7 +72,7 @@ function describe() {
   return { ...info, capabilities: [...info.capabilities] };
 }
 
-function call({ callId, direction, request, grants, settings }) {
+function call({ direction, request, grants, settings }) {
   exec.configure(settings);
   const dirs = [];
   try {
@@ -84,17 +80,17 @@ function call({ callId, direction, request, grants, settings }) {
       dirs.push(
         new GrantedDir({
           ...g,
-          onScratch: (name, dev, ino) => send({ type: 'scratch', callId, grant, name, dev, ino }),
+          onScratch: (name, dev, ino) => send({ type: 'scratch', grant, name, dev, ino }),
         }),
       );
     });
     const results = instance()[direction === 'in' ? 'syncIn' : 'syncOut'](request, dirs);
-    send({ type: 'done', callId, results });
+    send({ type: 'done', results });
   } catch (e) {
-    if (e?.payload !== undefined) send({ type: 'done', callId, error: e.payload });
+    if (e?.payload !== undefined) send({ type: 'done', error: e.payload });
     else {
       current = null;
-      send({ type: 'done', callId, trap: String(e?.stack ?? e) });
+      send({ type: 'done', trap: String(e?.stack ?? e) });
     }
   } finally {
     for (const d of dirs) d.close?.();

@@ -29,9 +29,9 @@ import { once } from 'node:events';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { PassThrough, Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
+import { TARGET } from '../../scripts/cargo.mjs';
 
 // client-node 1.x, as the orchestrator's Kubernetes plugin pins (^1.0.0);
 // 2.x needs Node >= 22.19 through undici.
@@ -183,12 +183,9 @@ export function execInPodStreaming(kc, namespace, pod, container, command, io = 
   });
 }
 
-const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-
 /** The test server binary, `cargo build -p sandbox-sync-tests --example k8s-server`. */
 export function k8sServerBinary() {
-  const target = resolve(REPO, process.env.CARGO_TARGET_DIR ?? 'target');
-  return join(target, 'debug', 'examples', 'k8s-server');
+  return join(TARGET, 'debug', 'examples', 'k8s-server');
 }
 
 /**
