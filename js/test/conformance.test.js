@@ -106,6 +106,16 @@ for (const component of COMPONENTS) {
         assert.equal(readFileSync(H('followed/link'), 'utf8'), 'real');
       });
 
+      test('confineFollowedSymlinks refuses a followed link out of its source, landing nothing', async () => {
+        build(host, { 'secret.txt': 'outside the source', 'src/a.txt': 'a', 'src/out': { link: '../secret.txt' } });
+        const ops = (t) => [{ operationId: 'op', files: [{ sourcePath: join(host, 'src'), targetPath: R(t), kind: 'directory', followSymlinks: true }] }];
+        await run('in', ops('followed'));
+        assert.equal(readFileSync(H('followed/out'), 'utf8'), 'outside the source');
+        await rejectsWith(run('in', ops('confined'), { confineFollowedSymlinks: true }), 'confinement');
+        assert.ok(!existsSync(H('confined')));
+        assert.deepEqual(scratchLeft(H()), []);
+      });
+
       test('refuses a sandbox-planted symlink ancestor, changing nothing outside', async () => {
         build(host, { 'a.txt': 'a', 'dir/f': 'f' });
         const outside = sb.host(userland === 'gnu' ? join(sb.remoteDir, '..', 'outside') : '/outside');
