@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
 
 use sandbox_sync_tests::*;
 use serde_json::{json, Value};
@@ -20,6 +20,17 @@ fn binary() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// `out`, once its command succeeded (else its output is the message).
+fn succeeded(out: Output) -> Output {
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 fn daytona_sandbox() -> Sandbox {
@@ -50,16 +61,13 @@ fn sync_verbs_find_the_toolbox_through_the_api() {
     let ops_file = sb.host.join("ops.json");
     std::fs::write(&ops_file, ops.to_string()).unwrap();
     let ops_file = ops_file.to_str().unwrap();
-    let out = cli(
-        &sb,
-        &["sync-in", "--remote-dir", &sb.remote, "--ops", ops_file],
-    )
-    .output()
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        cli(
+            &sb,
+            &["sync-in", "--remote-dir", &sb.remote, "--ops", ops_file],
+        )
+        .output()
+        .unwrap(),
     );
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["toolboxCalls"], 2, "{v}");
@@ -87,11 +95,7 @@ fn sync_verbs_find_the_toolbox_through_the_api() {
             c.wait_with_output()
         })
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(out);
     assert_eq!(std::fs::read(back.join("a.txt")).unwrap(), b"alpha");
 }
 
@@ -135,11 +139,7 @@ fn cp_and_doctor() {
             .env("DAYTONA_API_KEY", &server.key)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        succeeded(out);
     };
     cp(src.as_os_str(), spec.as_ref(), "--json");
     assert_eq!(
@@ -150,15 +150,12 @@ fn cp_and_doctor() {
     cp(spec.as_ref(), back.as_os_str(), "--quiet");
     assert_eq!(std::fs::read(&back).unwrap(), b"notes");
 
-    let out = cli(&sb, &["doctor", "--remote-dir", &sb.remote])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = succeeded(
+        cli(&sb, &["doctor", "--remote-dir", &sb.remote])
+            .output()
+            .unwrap(),
     );
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("ready"), "{text}");
 }
 

@@ -366,33 +366,6 @@ for_each_userland!(
     an_execute_that_never_returns_holds_the_deadline,
 );
 
-/// A local sandbox whose PATH has every host tool but gzip. (A BusyBox
-/// root will not do: its shell runs its own `gzip` applet without looking
-/// at PATH.)
-struct NoGzip {
-    inner: sandbox_sync_host::exec::local::LocalBackend,
-    path: String,
-}
-
-impl sandbox_sync_host::exec::ExecBackend for NoGzip {
-    fn start(
-        &self,
-        mut req: sandbox_sync_host::exec::ExecRequest,
-    ) -> sandbox_sync_host::exec::BoxFuture<
-        '_,
-        Result<sandbox_sync_host::exec::Process, sandbox_sync_host::exec::ExecError>,
-    > {
-        let mut argv = vec!["/usr/bin/env".to_owned(), format!("PATH={}", self.path)];
-        argv.append(&mut req.argv);
-        req.argv = argv;
-        self.inner.start(req)
-    }
-
-    fn name(&self) -> &'static str {
-        "no-gzip"
-    }
-}
-
 /// A sandbox without gzip refuses the blind gzip upload before it reads a
 /// byte (`NO_CODEC`), and gets the upload once more, plain: two more
 /// calls, everything lands, no scratch left.
@@ -410,10 +383,13 @@ fn a_sandbox_without_gzip_gets_the_upload_again_plain() {
             }
         }
     }
-    let backend = NoGzip {
-        inner: sandbox_sync_host::exec::local::LocalBackend::host(),
-        path: tools.path().display().to_string(),
-    };
+    // Every host tool but gzip on PATH. (A BusyBox root will not do: its
+    // shell runs its own `gzip` applet without looking at PATH.)
+    let backend = WithEnv::new(
+        std::sync::Arc::new(sandbox_sync_host::exec::local::LocalBackend::host()),
+        "no-gzip",
+        vec![format!("PATH={}", tools.path().display())],
+    );
     let (server, backend) = daytona_backend(std::sync::Arc::new(backend));
 
     let host = tempfile::tempdir().unwrap();

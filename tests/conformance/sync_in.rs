@@ -245,27 +245,6 @@ sandbox_sync_tests::for_each_userland!(
     empty_directory_mapping,
 );
 
-/// Runs every exec under `env TAR_OPTIONS=…`, as a pod whose image sets it.
-struct TarOptionsBackend(std::sync::Arc<dyn sandbox_sync_host::exec::ExecBackend>);
-
-impl sandbox_sync_host::exec::ExecBackend for TarOptionsBackend {
-    fn start(
-        &self,
-        mut req: sandbox_sync_host::exec::ExecRequest,
-    ) -> sandbox_sync_host::exec::BoxFuture<
-        '_,
-        Result<sandbox_sync_host::exec::Process, sandbox_sync_host::exec::ExecError>,
-    > {
-        req.argv
-            .splice(0..0, ["env".into(), "TAR_OPTIONS=--exclude=*.txt".into()]);
-        self.0.start(req)
-    }
-
-    fn name(&self) -> &'static str {
-        "tar-options"
-    }
-}
-
 /// GNU tar reads options from `TAR_OPTIONS`; a pod environment that sets
 /// `--exclude` must not make a sync silently drop files in either direction.
 #[test]
@@ -275,7 +254,11 @@ fn pod_tar_options_cannot_drop_files() {
         transport: Transport::Local,
     });
     let backend: std::sync::Arc<dyn sandbox_sync_host::exec::ExecBackend> =
-        std::sync::Arc::new(TarOptionsBackend(sb.backend()));
+        std::sync::Arc::new(WithEnv::new(
+            sb.backend(),
+            "tar-options",
+            vec!["TAR_OPTIONS=--exclude=*.txt".into()],
+        ));
     sb.write_host("ws/notes.txt", b"notes");
     sb.write_host("ws/data.bin", b"data");
     sb.sync_in_via(

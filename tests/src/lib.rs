@@ -234,6 +234,39 @@ pub fn assert_execs(got: u64, n: u64) {
     }
 }
 
+/// Runs every exec of `inner` under `env NAME=value…`, as a pod whose image
+/// sets those variables (a `TAR_OPTIONS`, a `PATH` without some tool).
+pub struct WithEnv {
+    inner: Arc<dyn ExecBackend>,
+    vars: Vec<String>,
+    name: &'static str,
+}
+
+impl WithEnv {
+    /// `inner` with `vars` (`NAME=value`) set, reported as backend `name`.
+    pub fn new(inner: Arc<dyn ExecBackend>, name: &'static str, vars: Vec<String>) -> Self {
+        WithEnv { inner, vars, name }
+    }
+}
+
+impl ExecBackend for WithEnv {
+    fn start(
+        &self,
+        mut req: sandbox_sync_host::exec::ExecRequest,
+    ) -> sandbox_sync_host::exec::BoxFuture<
+        '_,
+        Result<sandbox_sync_host::exec::Process, sandbox_sync_host::exec::ExecError>,
+    > {
+        let env = std::iter::once("env".to_owned()).chain(self.vars.iter().cloned());
+        req.argv.splice(0..0, env);
+        self.inner.start(req)
+    }
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
 /// A shared BusyBox root; each sandbox gets its own directory inside it.
 fn busybox_root() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
