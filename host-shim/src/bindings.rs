@@ -17,4 +17,4 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use sandbox_sync::provider::{host_fs, sandbox_exec, sandbox_toolbox, types};
+pub use sandbox_sync::provider::{host_fs, sandbox_exec, sandbox_toolbox, sync_state, types};

@@ -4,18 +4,26 @@
 //! hands it over as WIT imports:
 //!
 //! - [`exec`]: streaming exec into the sandbox (`sandbox-sync:provider/sandbox-exec`):
-//!   a [`exec::local::LocalBackend`] process (optionally chrooted into a
-//!   sandbox root with its own mount and PID namespaces) and a
+//!   a [`exec::local::LocalBackend`] process (optionally jailed in a
+//!   sandbox root with its own mount and PID namespaces), a Kubernetes
+//!   pod over WebSocket exec (`exec::kube`) and a
 //!   [`exec::scripted::ScriptedBackend`] fake.
 //! - [`fs`]: host directories granted per call as `cap-std` capabilities
 //!   (`sandbox-sync:provider/host-fs`).
 //! - [`runtime`]: the wasmtime engine, the on-disk compile cache and one
 //!   `InstancePre` per loaded component.
 //! - [`provider`]: a sync call end to end: grants, a fresh store, limits.
+//! - [`records`]: what the component keeps on the host between calls
+//!   (`sandbox-sync:provider/sync-state`).
 //!
 //! - [`worker`]: the JSON-RPC plugin worker (`sandbox-sync serve`).
 //! - `daytona`: the Daytona toolbox API client (run a command, stream a
-//!   file in, stream a file out), the mechanism a Daytona provider needs.
+//!   file in, stream a file out) and the backend that serves the
+//!   component's `sandbox-sync:provider/sandbox-toolbox` import with it.
+//! - [`backend`]: the backend a CLI flag set or a plugin config names;
+//!   [`request`] and [`error`]: a call's input and typed failure;
+//!   [`cpspec`] and [`doctor`]: `cp`'s `kubectl cp` syntax and the one-exec
+//!   probe of a sandbox.
 //!
 //! The CLI lives in the binary.
 #![deny(missing_docs)]
@@ -31,6 +39,7 @@ pub mod exec;
 pub mod fs;
 mod host;
 pub mod provider;
+pub mod records;
 pub mod request;
 pub mod runtime;
 mod state;

@@ -126,6 +126,8 @@ impl Runtime {
             |s| s,
         )
         .map_err(wasm_err)?;
+        bindings::sync_state::add_to_linker::<ShimState, HasSelf<ShimState>>(&mut linker, |s| s)
+            .map_err(wasm_err)?;
         let pre = ProviderPre::new(linker.instantiate_pre(&component).map_err(wasm_err)?)
             .map_err(wasm_err)?;
         let ticker = EpochTicker::start(engine.clone());
@@ -248,7 +250,7 @@ fn compile_cached(engine: &Engine, bytes: &[u8]) -> Result<Component, LoadError>
     unsafe { Component::deserialize(engine, &artifact) }.map_err(wasm_err)
 }
 
-fn cache_dir() -> Option<PathBuf> {
+pub(crate) fn cache_dir() -> Option<PathBuf> {
     let base = std::env::var_os("SANDBOX_SYNC_CACHE_DIR")
         .map(PathBuf::from)
         .or_else(|| {

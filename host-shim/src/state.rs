@@ -29,8 +29,16 @@ pub struct ShimState {
     pub(crate) compression: Compression,
     /// Every compressed stream of the call, for telemetry.
     pub(crate) codecs: Vec<CodecUse>,
-    /// Sync-in may keep unchanged target files.
+    /// Syncs may keep unchanged target files.
     pub(crate) incremental: bool,
+    /// The sandbox is across a network link.
+    pub(crate) remote: bool,
+    /// Where the component's records between calls live (none: it keeps
+    /// none, and incremental sync-out keeps nothing).
+    pub(crate) records: Option<crate::records::RecordStore>,
+    /// A cap the host enforced on what the sandbox's side sent (a toolbox
+    /// answer too long): the call's error is `limit-exceeded`, this message.
+    pub(crate) host_limit: Option<String>,
 }
 
 /// The store's limits, and the most linear memory the component grew to
@@ -38,12 +46,18 @@ pub struct ShimState {
 pub struct MemoryLimits {
     limits: StoreLimits,
     peak: usize,
+    refused: Option<usize>,
 }
 
 impl MemoryLimits {
     /// The largest linear memory the component was granted, in bytes.
     pub fn peak(&self) -> usize {
         self.peak
+    }
+
+    /// The size a refused growth asked for, if any was refused.
+    pub fn refused(&self) -> Option<usize> {
+        self.refused
     }
 }
 
@@ -57,6 +71,8 @@ impl ResourceLimiter for MemoryLimits {
         let grow = self.limits.memory_growing(current, desired, maximum)?;
         if grow {
             self.peak = self.peak.max(desired);
+        } else {
+            self.refused = Some(desired);
         }
         Ok(grow)
     }
@@ -107,6 +123,7 @@ impl ShimState {
                     .instances(8)
                     .build(),
                 peak: 0,
+                refused: None,
             },
             backend,
             execs: Arc::new(AtomicU64::new(0)),
@@ -115,6 +132,9 @@ impl ShimState {
             compression: Compression::None,
             codecs: Vec::new(),
             incremental: false,
+            remote: false,
+            records: None,
+            host_limit: None,
         }
     }
 
@@ -127,6 +147,18 @@ impl ShimState {
     /// Lets sync-in keep files its targets already hold.
     pub fn with_incremental(mut self, incremental: bool) -> Self {
         self.incremental = incremental;
+        self
+    }
+
+    /// Tells the component whether the sandbox is across a network link.
+    pub fn with_remote(mut self, remote: bool) -> Self {
+        self.remote = remote;
+        self
+    }
+
+    /// Where the component keeps its records between calls.
+    pub fn with_records(mut self, records: Option<crate::records::RecordStore>) -> Self {
+        self.records = records;
         self
     }
 

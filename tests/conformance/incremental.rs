@@ -5,6 +5,7 @@
 //! as atomically as ever.
 
 use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use sandbox_sync_tests::*;
@@ -37,6 +38,7 @@ fn seed(sb: &Sandbox) {
         std::fs::Permissions::from_mode(0o755),
     )
     .unwrap();
+    settle();
 }
 
 fn sync(sb: &Sandbox, incremental: bool) -> SyncOutcome {
@@ -56,6 +58,7 @@ fn resync_lands_what_a_full_sync_lands(u: Env) {
 
     // Nothing changed: only what is always sent is sent again.
     let same = sync(&sb, true);
+
     assert_execs(same.execs, 1);
     assert_same_tree(&sb.host.join("src"), &sb.remote_on_host("ws"));
     // Always sent: the backslash name and the link.
@@ -118,14 +121,78 @@ fn unchanged_resync_sends_almost_nothing(u: Env) {
     let again = sync(&sb, true);
     assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
     assert!(again.operations[0].bytes_transferred <= 8192, "{again:?}");
-    // With GNU tools a kept file is hard-linked into the new tree, not
-    // copied; BusyBox copies it.
-    assert_eq!(
-        inode("ws/b/deep/x.bin") == before,
-        u.userland == Userland::Gnu,
-        "kept by link: {:?}",
-        u.userland
-    );
+    // The target is updated in place: a kept file is not even touched.
+    assert_eq!(inode("ws/b/deep/x.bin"), before);
+}
+
+/// Read-only directories update in place like any other, as the
+/// sandbox's unprivileged user too, and end with the modes a full sync
+/// gives them: ones the sandbox made read-only since (as `go mod download`
+/// leaves its module cache) and, where the sandbox's tar can extract them
+/// at all (GNU; BusyBox's cannot as a non-root user: ARCHITECTURE.md, Known
+/// gap), read-only sources.
+fn read_only_directories_update_in_place(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.host.join("src");
+    for rel in [
+        "ro/keep.txt",
+        "ro/edit.txt",
+        "ro/gone.txt",
+        "ro/sub/deep.txt",
+        "ro/old/x",
+    ] {
+        write_old(&sb, rel, rel.as_bytes());
+    }
+    let chmod = |p: &std::path::Path, m: u32| {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+    };
+    let lock_src = u.userland == Userland::Gnu;
+    if lock_src {
+        for d in ["ro/sub", "ro/old", "ro"] {
+            chmod(&src.join(d), 0o555);
+        }
+    }
+    settle();
+    sync(&sb, true);
+    for d in ["ro/sub", "ro/old", "ro"] {
+        chmod(&sb.remote_on_host(&format!("ws/{d}")), 0o555);
+    }
+    chmod(&src.join("ro"), 0o755);
+    chmod(&src.join("ro/old"), 0o755);
+    std::fs::write(src.join("ro/edit.txt"), b"edited\n").unwrap();
+    std::fs::remove_file(src.join("ro/gone.txt")).unwrap();
+    std::fs::remove_dir_all(src.join("ro/old")).unwrap();
+    write_old(&sb, "ro/new/y", b"new\n");
+    if lock_src {
+        chmod(&src.join("ro/new"), 0o500);
+        chmod(&src.join("ro"), 0o550);
+    }
+    settle();
+    let again = sync(&sb, true);
+    assert_same_tree(&src, &sb.remote_on_host("ws"));
+    let mode = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    for d in ["ro", "ro/sub", "ro/new"] {
+        assert_eq!(
+            mode(sb.remote_on_host(&format!("ws/{d}"))),
+            mode(src.join(d)),
+            "{d}"
+        );
+    }
+    if keeps_unchanged(u) {
+        assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
+    }
+    // Nothing of the sync is left behind, in the sandbox's scratch either.
+    let left: Vec<_> = std::fs::read_dir(sb.remote_on_host(""))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "ws" && n != STATE_FILE)
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The host's temp dir cleanup needs to write into them.
+    for d in ["ro/sub", "ro/new", "ro"] {
+        chmod(&src.join(d), 0o755);
+    }
 }
 
 /// A file rewritten within the second it was synced in, at the same size,
@@ -157,10 +224,14 @@ fn resync_onto_the_remote_dir_itself(u: Env) {
     let root = root.trim_end_matches('/').to_owned();
     let ops = [op("in", vec![dir(&src, root.clone())])];
     sb.sync_in_with(&ops, &opts).expect("first");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let before = mode(&sb.remote_on_host(""));
     std::fs::remove_file(src.join("gone.txt")).unwrap();
     let again = sb.sync_in_with(&ops, &opts).expect("again");
     assert_execs(again.execs, 1);
     assert_same_tree(&src, &sb.remote_on_host(""));
+    // Updated in place, the remote dir keeps its own mode.
+    assert_eq!(mode(&sb.remote_on_host("")), before);
     if keeps_unchanged(u) {
         assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
     }
@@ -186,6 +257,7 @@ fn a_tree_past_the_lookahead_lands_and_resyncs(u: Env) {
             set_mtime(&p, old);
         }
     }
+    settle();
     let first = sync(&sb, true);
     assert_execs(first.execs, big_sync_in_execs(u, true));
     assert_eq!(first.operations[0].files_transferred, dirs * per_dir);
@@ -220,6 +292,7 @@ fn a_tree_past_the_lookahead_lands_and_resyncs(u: Env) {
 fn a_file_mapping_resync_keeps_its_target(u: Env) {
     let sb = Sandbox::new(u);
     write_old(&sb, "big.bin", &incompressible(300_000));
+    settle();
     let src = sb.host.join("src/big.bin");
     let sync_file = |mode: Option<u32>| {
         let mut m = file(&src, sb.remote("ws/big.bin"));
@@ -284,12 +357,201 @@ fn a_file_inside_a_directory_target_lands_on_every_resync(u: Env) {
     }
 }
 
+/// npm's fixed mtime: every file it unpacks is stamped 1985-10-26.
+fn npm_time() -> SystemTime {
+    std::time::UNIX_EPOCH + Duration::from_secs(499_162_500)
+}
+
+/// Rewrites `p` with `data` (the same size as before) and puts its mtime
+/// back to `t`, as npm, `tar -x`, `cp -p` and `rsync -t` do.
+fn rewrite_keeping_mtime(p: &Path, data: &[u8], t: SystemTime) {
+    assert_eq!(std::fs::metadata(p).unwrap().len(), data.len() as u64);
+    std::fs::write(p, data).unwrap();
+    set_mtime(p, t);
+}
+
+/// Issue 23, 1: a dependency bumped 1.2.3 -> 1.2.4 keeps its size and npm's
+/// mtime; the re-sync must bring the new bytes, in a directory and as a
+/// 300 KB file mapping.
+fn fixed_mtimes_never_hide_new_bytes(u: Env) {
+    let sb = Sandbox::new(u);
+    let pkg = sb.write_host(
+        "src/node_modules/dep/package.json",
+        br#"{"version":"1.2.3"}"#,
+    );
+    let big = sb.write_host("map.bin", &incompressible(300_000));
+    for p in [&pkg, &big] {
+        set_mtime(p, npm_time());
+    }
+    settle();
+    let ops = [op(
+        "in",
+        vec![
+            dir(sb.host.join("src"), sb.remote("ws")),
+            file(&big, sb.remote("map/map.bin")),
+        ],
+    )];
+    let mut opts = sb.options();
+    opts.incremental = true;
+    sb.sync_in_with(&ops, &opts).expect("first");
+    sb.sync_in_with(&ops, &opts).expect("unchanged");
+    settle();
+    rewrite_keeping_mtime(&pkg, br#"{"version":"1.2.4"}"#, npm_time());
+    let mut bumped = std::fs::read(&big).unwrap();
+    bumped[150_000] ^= 1;
+    rewrite_keeping_mtime(&big, &bumped, npm_time());
+    let again = sb.sync_in_with(&ops, &opts).expect("again");
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("ws/node_modules/dep/package.json")).unwrap(),
+        br#"{"version":"1.2.4"}"#
+    );
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("map/map.bin")).unwrap(),
+        bumped
+    );
+    assert!(again.operations[0].files_transferred >= 2, "{again:?}");
+}
+
+/// Issue 23, 2: a file rewritten at the same size within the second it was
+/// synced in, its mtime put back, then synced out of the sandbox (which
+/// once moved the sandbox file's ctime and so made it look settled): the
+/// next sync-in still brings the new bytes. So after a post-upload
+/// `chmod -R go-w` that changes no mode.
+fn ctime_churn_after_landing_never_hides_new_bytes(u: Env) {
+    let sb = Sandbox::new(u);
+    let p = sb.write_host("src/cfg.txt", b"version A\n");
+    let q = sb.write_host("src/other.txt", b"version A\n");
+    let t = std::fs::metadata(&p).unwrap().modified().unwrap();
+    let mut o = op("in", vec![dir(sb.host.join("src"), sb.remote("ws"))]);
+    o.post_upload_commands = Some(vec![PostUploadCommand {
+        command: "chmod -R go-w .".into(),
+        cwd: Some(sb.remote("ws")),
+        timeout_ms: None,
+    }]);
+    let mut opts = sb.options();
+    opts.incremental = true;
+    sb.sync_in_with(std::slice::from_ref(&o), &opts)
+        .expect("first");
+    rewrite_keeping_mtime(&p, b"version B\n", t);
+    rewrite_keeping_mtime(&q, b"version B\n", t);
+    let out = op("out", vec![dir_out(sb.remote("ws"), sb.host.join("back"))]);
+    sb.sync_out(&[out]).expect("sync-out of the same paths");
+    settle();
+    sb.sync_in_with(std::slice::from_ref(&o), &opts)
+        .expect("again");
+    for f in ["ws/cfg.txt", "ws/other.txt"] {
+        assert_eq!(
+            std::fs::read(sb.remote_on_host(f)).unwrap(),
+            b"version B\n",
+            "{f}"
+        );
+    }
+    // And once more, everything settled: still exact.
+    rewrite_keeping_mtime(&p, b"version C\n", t);
+    sb.sync_in_with(&[o], &opts).expect("once more");
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("ws/cfg.txt")).unwrap(),
+        b"version C\n"
+    );
+}
+
+/// Issue 23, 3: a file mapping through an in-root symlink (`alias ->
+/// real`) into a directory mapping's target, and two file mappings of the
+/// same file through the alias: an unchanged re-sync lands what a full
+/// sync lands (the file is there; the second mapping's bytes win).
+fn aliased_targets_land_as_a_full_sync_lands(u: Env) {
+    let sb = Sandbox::new(u);
+    sb.write_host("tree/a.txt", b"a\n");
+    let cfg = sb.write_host("cfg.bin", &incompressible(40_000));
+    let first = sb.write_host("first.bin", &incompressible(50_000));
+    let second = sb.write_host(
+        "second.bin",
+        &incompressible(50_000)
+            .iter()
+            .map(|b| b ^ 0x5a)
+            .collect::<Vec<_>>(),
+    );
+    std::fs::create_dir_all(sb.remote_on_host("ws/real")).unwrap();
+    sb.give_to_sandbox(&sb.remote_on_host("ws"));
+    sb.give_to_sandbox(&sb.remote_on_host("ws/real"));
+    sb.plant_symlink("ws/alias", "real");
+    settle();
+    let ops = [op(
+        "in",
+        vec![
+            dir(sb.host.join("tree"), sb.remote("ws/real")),
+            file(&cfg, sb.remote("ws/alias/cfg.bin")),
+            file(&first, sb.remote("ws/real/x.bin")),
+            file(&second, sb.remote("ws/alias/x.bin")),
+        ],
+    )];
+    let check = |what: &str| {
+        assert_eq!(
+            std::fs::read(sb.remote_on_host("ws/real/cfg.bin")).unwrap(),
+            std::fs::read(&cfg).unwrap(),
+            "{what}: cfg.bin"
+        );
+        assert_eq!(
+            std::fs::read(sb.remote_on_host("ws/real/x.bin")).unwrap(),
+            std::fs::read(&second).unwrap(),
+            "{what}: x.bin"
+        );
+        assert_eq!(
+            std::fs::read(sb.remote_on_host("ws/real/a.txt")).unwrap(),
+            b"a\n"
+        );
+    };
+    let mut full = sb.options();
+    full.incremental = false;
+    sb.sync_in_with(&ops, &full).expect("full");
+    check("full");
+    let mut opts = sb.options();
+    opts.incremental = true;
+    for what in ["first incremental", "unchanged", "unchanged again"] {
+        sb.sync_in_with(&ops, &opts).expect(what);
+        check(what);
+    }
+}
+
+/// Issue 23, 6: a kept file mapping takes its own bytes out of the count,
+/// not its archive member's: a kept 96 KiB file and a sent 64 KiB one
+/// report 65,536 bytes.
+fn kept_file_mappings_are_counted_in_content_bytes(u: Env) {
+    if !keeps_unchanged(u) {
+        return;
+    }
+    let sb = Sandbox::new(u);
+    let kept = sb.write_host("kept.bin", &incompressible(96 << 10));
+    let sent = sb.write_host("sent.bin", &incompressible(64 << 10));
+    settle();
+    let ops = |sent_target: &str| {
+        [op(
+            "in",
+            vec![
+                file(&kept, sb.remote("k/kept.bin")),
+                file(&sent, sb.remote(sent_target)),
+            ],
+        )]
+    };
+    let mut opts = sb.options();
+    opts.incremental = true;
+    sb.sync_in_with(&ops("s/one.bin"), &opts).expect("first");
+    let again = sb.sync_in_with(&ops("s/two.bin"), &opts).expect("again");
+    assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    assert_eq!(again.operations[0].bytes_transferred, 65_536, "{again:?}");
+}
+
 for_each_userland!(
+    fixed_mtimes_never_hide_new_bytes,
+    ctime_churn_after_landing_never_hides_new_bytes,
+    aliased_targets_land_as_a_full_sync_lands,
+    kept_file_mappings_are_counted_in_content_bytes,
     a_file_inside_a_directory_target_lands_on_every_resync,
     a_file_mapping_resync_keeps_its_target,
     a_tree_past_the_lookahead_lands_and_resyncs,
     resync_lands_what_a_full_sync_lands,
     unchanged_resync_sends_almost_nothing,
+    read_only_directories_update_in_place,
     a_racy_file_is_sent_again,
     resync_onto_the_remote_dir_itself
 );

@@ -9,6 +9,7 @@ mod commands; // post-upload commands (seed tests 16-21)
 mod compression; // negotiated transport compression, both ways
 mod confinement; // path confinement in both directions (1, 2, 6-8, 12, 14, 19, 20)
 mod daytona_cli; // the binary's front ends on a Daytona sandbox
+mod daytona_hostile; // a hostile toolbox: every answer read against a cap, within the memory budget
 mod daytona_sync; // syncs with a Daytona sandbox: call counts and toolbox faults
 mod daytona_toolbox; // the Daytona toolbox client against the fake toolbox
 mod deadlines; // a call returns within its timeout plus a small grace
@@ -21,6 +22,8 @@ mod incremental; // re-syncs keep what the target holds and land what a full syn
 mod incremental_out; // sync-out re-syncs leave out what the host target holds
 mod jail; // nothing in a local sandbox root, uid 0 included, reaches the host
 mod kube_faults; // faults injected by the Kubernetes exec protocol server
+mod model; // random edits and syncs: incremental lands exactly what a full sync lands
+mod names; // names with any character but NUL and / travel both ways
 mod races; // a racer swaps directories for escaping symlinks during syncs
 mod replace; // sync-out destroy-then-replace is all or nothing
 mod sync_in; // inbound files and directories (3-5, 9)

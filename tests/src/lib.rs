@@ -110,10 +110,20 @@ pub fn runtime() -> &'static Runtime {
     })
 }
 
+/// Waits until the sources written so far have settled: incremental sync
+/// names what it sends by identities whose ctime lies more than
+/// `SETTLE_NS` (100 ms) behind the host's clock, so a file written just
+/// before a sync lands without a record and is sent once more next time.
+pub fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(150));
+}
+
 /// Sets the modification time of the file at `p`.
 pub fn set_mtime(p: &Path, t: std::time::SystemTime) {
+    // A directory opens read-only (its owner may set its times).
     std::fs::File::options()
-        .write(true)
+        .write(!p.is_dir())
+        .read(p.is_dir())
         .open(p)
         .and_then(|f| f.set_modified(t))
         .unwrap_or_else(|e| panic!("set the mtime of {}: {e}", p.display()));
@@ -133,13 +143,21 @@ pub fn incompressible(len: usize) -> Vec<u8> {
         .collect()
 }
 
+/// The sandbox's record of what incremental sync-in landed, at the top of
+/// the remote dir.
+pub use sandbox_sync_core::STATE_FILE;
+
 /// The trees under `a` and `b` hold the same entries: types, file contents
-/// and modes, link targets.
+/// and modes, link targets. The incremental state file at the top of a
+/// tree (a remote dir's) is not an entry.
 pub fn assert_same_tree(a: &std::path::Path, b: &std::path::Path) {
     let list = |root: &std::path::Path| {
         let mut v = Vec::new();
         walk(root, &mut |p| {
-            v.push(p.strip_prefix(root).expect("walked under root").to_owned())
+            let rel = p.strip_prefix(root).expect("walked under root");
+            if rel != Path::new(STATE_FILE) {
+                v.push(rel.to_owned())
+            }
         });
         v.sort();
         v
@@ -202,6 +220,15 @@ pub fn keeps_unchanged(u: Env) -> bool {
     has_capability("incremental") && u.transport != Transport::Daytona
 }
 
+/// True when an incremental sync-out into a target that holds nothing yet
+/// already records what it landed, so the next one keeps it: over a
+/// network link. A local sandbox lists its sources only once a target
+/// holds something (a listing costs more than it saves on this machine),
+/// so there the second sync-out records and the third keeps.
+pub fn records_first_sync_out(u: Env) -> bool {
+    u.transport != Transport::Local
+}
+
 fn has_capability(name: &str) -> bool {
     runtime().info().capabilities.iter().any(|c| c == name)
 }
@@ -211,6 +238,23 @@ fn has_capability(name: &str) -> bool {
 /// hold (one more command) so as to leave it out.
 pub fn big_sync_in_execs(u: Env, incremental: bool) -> u64 {
     1 + u64::from(u.transport == Transport::Daytona && incremental && has_capability("toolbox"))
+}
+
+/// The execs of a sync-out of directories in `u` under the default options
+/// (`SANDBOX_SYNC_INCREMENTAL` may turn incremental off): incremental, a
+/// toolbox sandbox lists its sources in a command of its own first, since
+/// the program cannot take the host's answer while it runs.
+pub fn incremental_sync_out_execs(u: Env) -> u64 {
+    sync_out_execs(u, sync_options("/").incremental)
+}
+
+/// The same for a sync-out whose options set `incremental` themselves.
+pub fn sync_out_execs(u: Env, incremental: bool) -> u64 {
+    let listing = u.transport == Transport::Daytona
+        && has_capability("toolbox")
+        && has_capability("incremental")
+        && incremental;
+    1 + u64::from(listing)
 }
 
 /// True when the provider under test can drive `transport` (a toolbox
@@ -596,10 +640,11 @@ impl Sandbox {
             .unwrap_or_default();
         for dir in [sandbox_base, self.host.clone()] {
             walk(&dir, &mut |p| {
-                if p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(".paperclip-upload"))
-                {
+                let name = p.file_name().and_then(|n| n.to_str());
+                // The remote dir's incremental record is not scratch.
+                let state =
+                    name == Some(STATE_FILE) && p.parent() == Some(&self.on_host(&self.remote));
+                if !state && name.is_some_and(|n| n.starts_with(".paperclip-upload")) {
                     found.push(p.to_path_buf());
                 }
             });
@@ -627,6 +672,23 @@ impl Drop for Sandbox {
     }
 }
 
+/// The `sandbox-sync` binary next to the running test binary (built by
+/// `cargo test` for the workspace).
+pub fn sandbox_sync_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("sandbox-sync"))
+        .unwrap_or_default();
+    assert!(
+        bin.exists(),
+        "{} missing: run `cargo test` for the workspace (it builds the binary)",
+        bin.display()
+    );
+    bin
+}
+
 /// Waits for `child`, sampling its peak RSS (`VmHWM`) every `every` while it
 /// runs. Returns its exit status and the highest peak seen.
 ///
@@ -637,8 +699,13 @@ pub fn wait_with_peak_rss(
     every: std::time::Duration,
 ) -> std::io::Result<(std::process::ExitStatus, u64)> {
     let mut peak = 0;
+    // Until it has exec'd, the child is a fork of this test process and
+    // reports this process's resident set, not its own.
+    let me = std::env::current_exe().ok();
+    let exe = format!("/proc/{}/exe", child.id());
     loop {
-        if let Some(hwm) = vm_hwm(child.id()) {
+        let forked = me.is_some() && std::fs::read_link(&exe).ok() == me;
+        if let Some(hwm) = vm_hwm(child.id()).filter(|_| !forked) {
             peak = peak.max(hwm);
         }
         if let Some(status) = child.try_wait()? {

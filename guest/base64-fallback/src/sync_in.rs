@@ -292,7 +292,7 @@ impl<'a> FileChunks<'a> {
                 Ok(b) => chunk.extend_from_slice(&b),
                 Err(StreamError::Closed) => return Err(changed(&self.path)),
                 Err(StreamError::LastOperationFailed(e)) => {
-                    return Err(SyncError::Io(e.to_debug_string()))
+                    return Err(SyncError::Io(sandbox_sync_driver::io::one_line(&e)))
                 }
             }
         }

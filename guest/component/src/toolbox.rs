@@ -38,7 +38,8 @@ pub struct Ran {
 /// Runs `command` (built with separator `sep`) to completion.
 ///
 /// # Errors
-/// `transport` when the toolbox failed to run it or to answer.
+/// `transport` when the toolbox failed to run it or to answer;
+/// `limit-exceeded` for more output than a program of ours prints.
 pub fn run(command: &str, sep: &str, timeout_ms: u64, max_stderr: u64) -> Result<Ran, SyncError> {
     let exec = sandbox_toolbox::run(command, options(timeout_ms, max_stderr))
         .map_err(|e| SyncError::Transport(format!("failed to run the sync command: {e}")))?;
@@ -46,12 +47,18 @@ pub fn run(command: &str, sep: &str, timeout_ms: u64, max_stderr: u64) -> Result
     if let Ok(stdout) = exec.stdout() {
         while let Ok(chunk) = stdout.blocking_read(64 << 10) {
             if output.len() + chunk.len() > MAX_OUTPUT {
-                break;
+                exec.abort();
+                return Err(SyncError::LimitExceeded(format!(
+                    "the sandbox's command printed more than {} MiB",
+                    MAX_OUTPUT >> 20
+                )));
             }
             output.extend_from_slice(&chunk);
         }
     }
-    let mut status = exec.finish().map_err(SyncError::Transport)?;
+    let mut status = exec
+        .finish()
+        .map_err(|e| SyncError::Transport(format!("the sync command failed: {e}")))?;
     let split = split_output(&output, sep);
     // Past the cap it fails closed, as a streaming exec does.
     let cap = usize::try_from(max_stderr).unwrap_or(usize::MAX);
@@ -114,14 +121,25 @@ pub fn upload(
         (_, Err(e)) | (Err(WriteFailed::Stream(e)), Ok(_)) => {
             SyncError::Transport(format!("{what} failed: {e}"))
         }
-        (Ok(()), Ok(s)) => SyncError::Transport(format!(
-            "{what} failed: {}",
-            String::from_utf8_lossy(&s.stderr)
-        )),
+        (Ok(()), Ok(s)) => {
+            SyncError::Transport(format!("{what} failed: {}", ended(&s, timeout_ms)))
+        }
     };
     // The toolbox may have kept what arrived.
     remove(&[path], timeout_ms);
     Err(failed)
+}
+
+/// Why a toolbox call that reported no error did not succeed.
+pub fn ended(s: &ExecStatus, timeout_ms: u64) -> String {
+    let said = String::from_utf8_lossy(&s.stderr);
+    let said = said.trim();
+    match s.exit_code {
+        _ if s.timed_out => format!("it did not finish within {timeout_ms} ms"),
+        _ if !said.is_empty() => said.to_owned(),
+        Some(c) => format!("the toolbox reported status {c}"),
+        None => "the toolbox reported no status".to_owned(),
+    }
 }
 
 /// Starts a download of the sandbox file `path`, removed once the

@@ -9,6 +9,7 @@
 //! - [`quote`]: POSIX single-quoting for script text.
 //! - [`sample`]: whether sampled data is worth compressing.
 //! - [`exclude`]: `tar --exclude` glob semantics.
+//! - [`incremental`]: when a re-sync may leave a target file as it is.
 //! - [`mode`]: the permission bits a mapping may request.
 //! - [`plan`]: what a sync-in sends, walked over a [`plan::HostDir`].
 //! - [`plan_log`]: a plan held compactly (a few dozen bytes a member).
@@ -22,6 +23,7 @@
 
 pub mod error;
 pub mod exclude;
+pub mod incremental;
 pub mod mode;
 pub mod outcome;
 pub mod plan;
@@ -38,16 +40,7 @@ pub mod tree;
 pub use error::{CommandFailure, Error, ErrorKind};
 
 /// Version of the WIT package (`wit/provider.wit`) this code speaks.
-pub const WIT_VERSION: &str = "0.2.4";
-
-/// Incremental syncs: how long a file's bytes may take from being read on
-/// one side to landing on the other (pipes, the exec stream, a slow link).
-/// A landed file's ctime stands in for when its bytes were read, so a file
-/// counts as settled, and may be kept, only if it landed more than this
-/// long after the second of its mtime had passed. The cost of a larger
-/// margin is small: a file written within it before a sync is sent once
-/// more on the next.
-pub const IN_FLIGHT_SECS: i64 = 10;
+pub const WIT_VERSION: &str = "0.2.5";
 
 /// Incremental syncs: the smallest file mapping whose target a re-sync may
 /// keep. Below it, sending the file costs less than the `stat` that could
@@ -56,3 +49,8 @@ pub const KEEP_FILE_MIN: u64 = 16 << 10;
 
 /// Prefix of every scratch name; the orchestrator's wipe step preserves it.
 pub const SCRATCH_PREFIX: &str = ".paperclip-upload";
+
+/// The sandbox's record of what incremental sync-in landed (see
+/// [`incremental`]), at the top of the remote dir: a reserved name, so
+/// never a target, never synced out, and kept by the orchestrator's wipe.
+pub const STATE_FILE: &str = ".paperclip-upload-state";

@@ -43,6 +43,10 @@ pub struct Meta {
     pub device: u64,
     /// Inode.
     pub inode: u64,
+    /// Status change time, seconds.
+    pub ctime_sec: i64,
+    /// Status change time, nanoseconds.
+    pub ctime_nsec: u32,
     /// A symlink's target.
     pub link_target: Option<String>,
 }
@@ -124,7 +128,9 @@ pub trait HostDir {
 }
 
 /// What the host re-checks about a file after sending its bytes: the
-/// planned identity, size and mtime (a change means the source changed).
+/// planned identity, size and mtime (a change means the source changed);
+/// and its ctime, which with the device and inode names what was sent
+/// (see [`crate::incremental`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stamp {
     /// Size in bytes.
@@ -137,6 +143,10 @@ pub struct Stamp {
     pub device: u64,
     /// Inode.
     pub inode: u64,
+    /// Status change time, seconds.
+    pub ctime_sec: i64,
+    /// Status change time, nanoseconds.
+    pub ctime_nsec: u32,
 }
 
 impl From<&Meta> for Stamp {
@@ -147,6 +157,21 @@ impl From<&Meta> for Stamp {
             mtime_nsec: m.mtime_nsec,
             device: m.device,
             inode: m.inode,
+            ctime_sec: m.ctime_sec,
+            ctime_nsec: m.ctime_nsec,
+        }
+    }
+}
+
+impl Stamp {
+    /// The identity the file's bytes are read under.
+    pub fn host_id(&self) -> crate::incremental::HostId {
+        crate::incremental::HostId {
+            device: self.device,
+            inode: self.inode,
+            size: self.size,
+            ctime_sec: self.ctime_sec,
+            ctime_nsec: self.ctime_nsec,
         }
     }
 }
@@ -469,6 +494,8 @@ mod tests {
             mtime_nsec: 0,
             device: 1,
             inode: ino,
+            ctime_sec: 8,
+            ctime_nsec: 9,
             link_target: None,
         }
     }

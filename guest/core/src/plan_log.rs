@@ -137,6 +137,9 @@ impl PlanLog {
                 put(r, u64::from(stamp.mtime_nsec));
                 put(r, stamp.device);
                 put(r, stamp.inode);
+                // Often the same second as the mtime, or close to it.
+                put(r, zigzag(stamp.ctime_sec.wrapping_sub(stamp.mtime_sec)));
+                put(r, u64::from(stamp.ctime_nsec));
             }
             PlannedKind::Symlink(t) => put_bytes(r, t.as_bytes()),
             PlannedKind::Inline(b) => put_bytes(r, b),
@@ -205,12 +208,17 @@ impl Iterator for Iter<'_> {
                 PlannedKind::HostFile {
                     grant,
                     path,
-                    stamp: Stamp {
-                        size: r.num(),
-                        mtime_sec: unzigzag(r.num()),
-                        mtime_nsec: r.num() as u32,
-                        device: r.num(),
-                        inode: r.num(),
+                    stamp: {
+                        let (size, mtime_sec) = (r.num(), unzigzag(r.num()));
+                        Stamp {
+                            size,
+                            mtime_sec,
+                            mtime_nsec: r.num() as u32,
+                            device: r.num(),
+                            inode: r.num(),
+                            ctime_sec: unzigzag(r.num()).wrapping_add(mtime_sec),
+                            ctime_nsec: r.num() as u32,
+                        }
                     },
                 }
             }
@@ -313,6 +321,8 @@ mod tests {
                     mtime_nsec: 999_999_999,
                     device,
                     inode: 1 << 40,
+                    ctime_sec: mtime_sec.wrapping_add(3),
+                    ctime_nsec: 123_456_789,
                 },
             },
             mode: 0o644,
@@ -380,7 +390,7 @@ mod tests {
             log.push(&p);
         }
         // Against about 250 bytes a file as a `Vec<Planned>`.
-        assert!(log.encoded_bytes() < 56 * 10_000, "{}", log.encoded_bytes());
+        assert!(log.encoded_bytes() < 62 * 10_000, "{}", log.encoded_bytes());
         let last = log.iter().last().unwrap();
         assert_eq!(&*last.name, "d0/a15/b24/f009999.dat");
         assert!(

@@ -7,7 +7,7 @@ use sandbox_sync_core::tar_write::padding;
 use sandbox_sync_core::tree::TreePolicy;
 use sandbox_sync_core::Error as CoreError;
 
-use crate::bindings::sandbox_sync::provider::host_fs::GrantedDir;
+use crate::bindings::sandbox_sync::provider::host_fs::{EntryKind, GrantedDir};
 use crate::bindings::sandbox_sync::provider::types::{FileMapping, SyncError};
 use crate::bindings::wasi::io::streams::OutputStream;
 use crate::errors::fs;
@@ -31,6 +31,10 @@ pub struct Kept {
     pub mode: u32,
     /// Modification time, seconds.
     pub mtime: i64,
+    /// Device, with `inode` the very file that was judged unchanged.
+    pub device: u64,
+    /// Inode.
+    pub inode: u64,
 }
 
 /// Where archive bytes come from: a byte source that can also move content
@@ -92,14 +96,33 @@ pub struct Pending<'a> {
     target: String,
 }
 
-enum Staged {
+/// What a [`Pending`] mapping staged.
+pub enum Staged {
     /// A file staged as `tmp`, to be renamed onto `base`.
-    File { tmp: String, base: String },
+    File {
+        /// The staged file's name in the grant.
+        tmp: String,
+        /// The target's name in the grant.
+        base: String,
+    },
     /// A tree staged as `staging`, to be swapped in for the whole grant.
-    Dir { staging: String },
+    Dir {
+        /// The staged tree's name in the grant.
+        staging: String,
+    },
 }
 
-impl Pending<'_> {
+impl<'a> Pending<'a> {
+    /// The grant it lands in.
+    pub fn grant(&self) -> &'a GrantedDir {
+        self.grant
+    }
+
+    /// What it staged.
+    pub fn staged(&self) -> &Staged {
+        &self.staged
+    }
+
     /// Makes the mapping visible: one rename, or one swap of the tree.
     ///
     /// # Errors
@@ -371,6 +394,7 @@ pub fn extract<I: ArchiveInput>(
         }
     }
     let brought = tree.non_directories() as u64;
+    let mut linked: std::collections::BTreeMap<&str, Vec<&Kept>> = Default::default();
     for k in kept {
         let (parent, _) = k.path.rsplit_once('/').unwrap_or(("", &k.path));
         if !tree.is_dir(parent) {
@@ -383,8 +407,12 @@ pub fn extract<I: ArchiveInput>(
             mode: k.mode,
             mtime: k.mtime,
         })?;
-        keep(grant, k, &at(&k.path), &join(target, &k.path))?;
+        grant
+            .hard_link(&k.path, &at(&k.path))
+            .map_err(|err| fs("link the kept", &join(target, &k.path), err))?;
+        linked.entry(parent).or_default().push(k);
     }
+    check_kept(grant, staging, target, &linked)?;
     for (node, t) in tree.symlinks() {
         let path = tree.path(node);
         grant
@@ -400,22 +428,47 @@ pub fn extract<I: ArchiveInput>(
     Ok(brought)
 }
 
-/// Puts kept file `k` of the old target at `to` in the staged tree: a hard
-/// link (no byte moves), else a copy with its mode and mtime.
-fn keep(grant: &GrantedDir, k: &Kept, to: &str, shown: &str) -> Result<(), SyncError> {
-    if grant.hard_link(&k.path, to).is_ok() {
-        return Ok(());
-    }
-    let src = grant
-        .open_read(&k.path)
-        .map_err(|err| fs("read the kept", shown, err))?;
-    let moved = grant
-        .write_file(to, k.mode, k.mtime, &src, k.size)
-        .map_err(|err| fs("copy the kept", shown, err))?;
-    if moved != k.size {
-        return Err(SyncError::Io(format!(
-            "the kept file {shown} changed on the host while it was copied"
-        )));
+/// Kept files were put in the staged tree as hard links to the old
+/// target's (no byte moves; kept files lie on the grant's filesystem):
+/// each must be the very file judged unchanged. A host process that
+/// swapped one meanwhile (for a symlink, say, which a link would copy as a
+/// link) fails the call: the sandbox did not send it. One listing per
+/// directory (`linked`: kept files by parent) rather than a stat a file.
+fn check_kept(
+    grant: &GrantedDir,
+    staging: &str,
+    target: &str,
+    linked: &std::collections::BTreeMap<&str, Vec<&Kept>>,
+) -> Result<(), SyncError> {
+    for (parent, files) in linked {
+        let dir = if parent.is_empty() {
+            staging.to_owned()
+        } else {
+            format!("{staging}/{parent}")
+        };
+        let entries = grant
+            .read_dir_change(&dir)
+            .map_err(|err| fs("list the kept", &join(target, parent), err))?;
+        let by_name: std::collections::HashMap<&str, _> = entries
+            .iter()
+            .map(|e| (e.name.as_str(), &e.metadata))
+            .collect();
+        for k in files {
+            let (_, name) = split_parent(&k.path);
+            let same = by_name.get(name).is_some_and(|m| {
+                m.kind == EntryKind::File
+                    && m.device == k.device
+                    && m.inode == k.inode
+                    && m.size == k.size
+            });
+            if !same {
+                let _ = grant.remove(&format!("{staging}/{}", k.path));
+                return Err(SyncError::SourceChanged(format!(
+                    "the host target file {} changed during the sync",
+                    join(target, &k.path)
+                )));
+            }
+        }
     }
     Ok(())
 }

@@ -9,6 +9,13 @@ use crate::bindings::wasi::io::streams::{
     InputStream, OutputStream, StreamError as WasiStreamError,
 };
 
+/// A host stream error as one line: its debug text is an error chain over
+/// several lines (`pipe`, `Caused by:`, numbered causes), and an error
+/// message is read on one.
+pub fn one_line(e: &crate::bindings::wasi::io::error::Error) -> String {
+    sandbox_sync_core::error::one_line(&e.to_debug_string())
+}
+
 /// Why a stream operation stopped.
 #[derive(Debug)]
 pub enum StreamError {
@@ -22,7 +29,7 @@ impl From<WasiStreamError> for StreamError {
     fn from(e: WasiStreamError) -> Self {
         match e {
             WasiStreamError::Closed => StreamError::Closed,
-            WasiStreamError::LastOperationFailed(err) => StreamError::Failed(err.to_debug_string()),
+            WasiStreamError::LastOperationFailed(err) => StreamError::Failed(one_line(&err)),
         }
     }
 }
@@ -95,7 +102,7 @@ fn archive_err(e: WasiStreamError) -> CoreError {
     match e {
         WasiStreamError::Closed => CoreError::unsafe_archive("archive is truncated"),
         WasiStreamError::LastOperationFailed(e) => {
-            CoreError::new(sandbox_sync_core::ErrorKind::Transport, e.to_debug_string())
+            CoreError::new(sandbox_sync_core::ErrorKind::Transport, one_line(&e))
         }
     }
 }
@@ -236,6 +243,22 @@ impl GuardedInput {
         Ok(())
     }
 
+    /// Discards what already arrived, up to `max` bytes, to explain a
+    /// failed exchange: fails only when that trips the output guard.
+    /// Never waits (the sandbox may be gone, or silent but still there).
+    pub fn drain_arrived(&mut self, mut max: u64) -> Result<(), CoreError> {
+        while max > 0 {
+            match self.stream.skip(max) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    self.count(n)?;
+                    max = max.saturating_sub(n);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// True when the stream ends here; false when more bytes follow.
     pub fn at_end(&mut self) -> Result<bool, CoreError> {
         match self.stream.blocking_read(1) {
@@ -246,7 +269,7 @@ impl GuardedInput {
             Err(WasiStreamError::Closed) => Ok(true),
             Err(WasiStreamError::LastOperationFailed(e)) => Err(CoreError::new(
                 sandbox_sync_core::ErrorKind::Transport,
-                e.to_debug_string(),
+                one_line(&e),
             )),
         }
     }
@@ -266,6 +289,19 @@ impl Source for GuardedInput {
         }
         Ok(())
     }
+}
+
+/// The host's clock: seconds and nanoseconds since the epoch ((0, 0) if it
+/// is set before 1970).
+pub fn now() -> (i64, u32) {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or((0, 0), |d| {
+            (
+                i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                d.subsec_nanos(),
+            )
+        })
 }
 
 /// The host's wall clock, in whole seconds since the epoch (0 if it is set

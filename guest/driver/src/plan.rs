@@ -20,6 +20,15 @@ impl From<FsError> for CoreFsError {
     }
 }
 
+/// Metadata with the ctime host-fs gives alongside it.
+fn meta(m: Metadata, ctime_sec: i64, ctime_nsec: u32) -> Meta {
+    Meta {
+        ctime_sec,
+        ctime_nsec,
+        ..m.into()
+    }
+}
+
 impl From<Metadata> for Meta {
     fn from(m: Metadata) -> Self {
         Meta {
@@ -35,22 +44,27 @@ impl From<Metadata> for Meta {
             mtime_nsec: m.mtime_nsec,
             device: m.device,
             inode: m.inode,
+            ctime_sec: 0,
+            ctime_nsec: 0,
             link_target: m.link_target,
         }
     }
 }
 
+/// The planner reads ctimes too: with the device and inode they name what
+/// a sync-in sends (see `sandbox_sync_core::incremental`).
 impl HostDir for GrantedDir {
     fn stat_follow(&self, path: &str) -> Result<Meta, CoreFsError> {
-        Ok(GrantedDir::stat_follow(self, path)?.into())
+        let e = GrantedDir::stat_change(self, path, true)?;
+        Ok(meta(e.metadata, e.ctime_sec, e.ctime_nsec))
     }
 
     fn read_dir_stat(&self, path: &str) -> Result<Vec<Entry>, CoreFsError> {
-        Ok(GrantedDir::read_dir_stat(self, path)?
+        Ok(GrantedDir::read_dir_change(self, path)?
             .into_iter()
             .map(|e| Entry {
                 name: e.name,
-                meta: e.metadata.into(),
+                meta: meta(e.metadata, e.ctime_sec, e.ctime_nsec),
             })
             .collect())
     }

@@ -77,6 +77,18 @@ pub enum ExecError {
     /// A backend's own typed error while or after the process ran.
     #[error("failed to wait for the sandbox process: {0}")]
     BackendWait(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A toolbox call (`execute`, `bulk-upload`, ...) failed.
+    #[error("the toolbox's {call} failed: {message}")]
+    Toolbox {
+        /// Which call.
+        call: &'static str,
+        /// Why.
+        message: String,
+    },
+    /// The other side sent more than the host reads: the call fails with
+    /// `limit-exceeded`, not `transport`.
+    #[error("{0}")]
+    Limit(String),
 }
 
 /// A sandbox process's stdin.

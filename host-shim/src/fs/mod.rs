@@ -36,7 +36,7 @@ use sandbox_sync_core::sandbox_path::is_clean_relative;
 use sandbox_sync_core::SCRATCH_PREFIX;
 
 use crate::bindings::host_fs::{
-    DirEntry, DirEntryStat, DirEntryTimes, EntryKind, FsError, Metadata,
+    DirEntry, DirEntryChange, DirEntryStat, DirEntryTimes, EntryKind, FsError, Metadata,
 };
 mod replace;
 pub(crate) mod streams;
@@ -201,6 +201,38 @@ impl GrantedDir {
         })
     }
 
+    /// [`Self::stat`], or [`Self::stat_follow`] with `follow`, with the
+    /// ctime to the nanosecond, named for the path's last component.
+    pub fn stat_change(&self, path: &str, follow: bool) -> Result<DirEntryChange, FsError> {
+        let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+        let p = self.rel(path)?;
+        if follow && self.follows_links() {
+            let st = rustix::fs::statat(&self.dir, p, AtFlags::empty())
+                .map_err(|e| fs_error(path, &e.into()))?;
+            return Ok(DirEntryChange {
+                name,
+                metadata: stat_metadata(&st),
+                ctime_sec: st.st_ctime,
+                ctime_nsec: u32::try_from(st.st_ctime_nsec).unwrap_or(0),
+            });
+        }
+        let meta = if p == Path::new(".") {
+            self.dir.dir_metadata()
+        } else if follow {
+            self.dir.metadata(p)
+        } else {
+            self.dir.symlink_metadata(p)
+        }
+        .map_err(|e| fs_error(path, &e))?;
+        let link_target = link_target(&self.dir, p, &meta, path)?;
+        Ok(DirEntryChange {
+            name,
+            ctime_sec: meta.ctime(),
+            ctime_nsec: u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+            metadata: to_metadata(&meta, link_target),
+        })
+    }
+
     /// `stat` beneath the grant, following symlinks only while they stay
     /// inside (or wherever they lead, for a `tar -h` grant).
     pub fn stat_follow(&self, path: &str) -> Result<Metadata, FsError> {
@@ -259,8 +291,21 @@ impl GrantedDir {
             .collect())
     }
 
-    /// [`Self::read_dir_stat`] with each entry's ctime.
+    /// [`Self::read_dir_stat`] with each entry's ctime in seconds.
     pub fn read_dir_times(&self, path: &str) -> Result<Vec<DirEntryTimes>, FsError> {
+        Ok(self
+            .read_dir_change(path)?
+            .into_iter()
+            .map(|e| DirEntryTimes {
+                name: e.name,
+                metadata: e.metadata,
+                ctime_sec: e.ctime_sec,
+            })
+            .collect())
+    }
+
+    /// [`Self::read_dir_stat`] with each entry's ctime to the nanosecond.
+    pub fn read_dir_change(&self, path: &str) -> Result<Vec<DirEntryChange>, FsError> {
         let p = self.rel(path)?;
         let dir = if p == Path::new(".") {
             self.dir.try_clone()
@@ -277,8 +322,9 @@ impl GrantedDir {
             let name = self.entry_name(p, entry.file_name())?;
             let meta = entry.metadata().map_err(|e| fs_error(&name, &e))?;
             let link_target = link_target(&dir, Path::new(&name), &meta, &name)?;
-            out.push(DirEntryTimes {
+            out.push(DirEntryChange {
                 ctime_sec: meta.ctime(),
+                ctime_nsec: u32::try_from(meta.ctime_nsec()).unwrap_or(0),
                 metadata: to_metadata(&meta, link_target),
                 name,
             });

@@ -14,7 +14,7 @@ use crate::bindings::sandbox_exec::{
 };
 use crate::exec::codec::{self, CodecMeter};
 use crate::exec::pipes::{ExecStdin, ExecStdout, WeakStdin, WeakStdout};
-use crate::exec::{Control, ExecRequest, Process};
+use crate::exec::{Control, ExecError, ExecRequest, Process};
 use crate::fs::GrantedDir;
 use crate::state::{CodecUse, ShimState};
 
@@ -116,6 +116,10 @@ impl Host for ShimState {
 
     async fn transfer_incremental(&mut self) -> wasmtime::Result<bool> {
         Ok(self.incremental)
+    }
+
+    async fn transfer_remote(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.remote)
     }
 }
 
@@ -241,7 +245,12 @@ impl HostExecution for ShimState {
                 stderr: info.stderr,
                 stderr_truncated: info.stderr_truncated,
             })),
-            Err(e) => Ok(Err(e.to_string())),
+            Err(e) => {
+                if let ExecError::Limit(m) = &e {
+                    self.host_limit.get_or_insert_with(|| m.clone());
+                }
+                Ok(Err(e.to_string()))
+            }
         }
     }
 

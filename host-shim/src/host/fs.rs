@@ -6,7 +6,7 @@ use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, Pollable, StreamError};
 
 use super::FsFailure;
 use crate::bindings::host_fs::{
-    DirEntry, DirEntryStat, DirEntryTimes, FsError, Host, HostGrantedDir, Metadata,
+    DirEntry, DirEntryChange, DirEntryStat, DirEntryTimes, FsError, Host, HostGrantedDir, Metadata,
 };
 use crate::fs::GrantedDir;
 use crate::state::ShimState;
@@ -72,6 +72,23 @@ impl HostGrantedDir for ShimState {
         path: String,
     ) -> FsResult<Vec<DirEntryTimes>> {
         Ok(self.table.get(&this)?.read_dir_times(&path)?)
+    }
+
+    async fn read_dir_change(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+    ) -> FsResult<Vec<DirEntryChange>> {
+        Ok(self.table.get(&this)?.read_dir_change(&path)?)
+    }
+
+    async fn stat_change(
+        &mut self,
+        this: Resource<GrantedDir>,
+        path: String,
+        follow: bool,
+    ) -> FsResult<DirEntryChange> {
+        Ok(self.table.get(&this)?.stat_change(&path, follow)?)
     }
 
     async fn open_read(

@@ -2,6 +2,7 @@
 
 pub mod exec;
 pub mod fs;
+pub mod records;
 pub mod toolbox;
 
 impl crate::bindings::types::Host for crate::state::ShimState {}

@@ -47,14 +47,13 @@ import {
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { getSystemErrorMap } from 'node:util';
 
+import { SCRATCH_PREFIX } from '../confine.js';
 import { InputStream, OutputStream } from './streams.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
 /** Linux's O_PATH, missing from fs.constants (this value on x86, arm, riscv, ppc, s390). */
 const O_PATH = 0o10000000;
 
-/** Reserved name prefix of the component's (and our) scratch entries. */
-const SCRATCH_PREFIX = '.paperclip-upload';
 /** Most bytes `write-file` takes from the sandbox's stream per read. */
 const WRITE_CHUNK = 1n << 20n;
 const NS = 1_000_000_000n;
@@ -210,13 +209,20 @@ function metadata(st, linkTarget) {
   };
 }
 
-/** The dir-entry-times of entry `name` of directory fd `dir`, named `shown`. */
-function entryTimes(dir, name, shown) {
+/** The dir-entry-change of entry `name` of directory fd `dir`, named `shown`. */
+function entryChange(dir, name, shown) {
   const st = lstatSync(at(dir, name), BIG);
   const target = st.isSymbolicLink()
     ? decode(readlinkSync(at(dir, name), { encoding: 'buffer' }), (t) => `link target ${t} is not UTF-8`)
     : undefined;
-  return { name: shown, metadata: metadata(st, target), ctimeSec: split(st.ctimeNs)[0] };
+  const [ctimeSec, ctimeNsec] = split(st.ctimeNs);
+  return { name: shown, metadata: metadata(st, target), ctimeSec, ctimeNsec };
+}
+
+/** The dir-entry-times of entry `name` of directory fd `dir`, named `shown`. */
+function entryTimes(dir, name, shown) {
+  const { ctimeNsec, ...times } = entryChange(dir, name, shown);
+  return times;
 }
 
 // ---- streams ---------------------------------------------------------------
@@ -359,6 +365,18 @@ export class GrantedDir {
     return this.#in(path, (dir, leaf) => this.#resolved(dir, leaf, path, 0, (fd) => metadata(fstatSync(fd, BIG))));
   }
 
+  statChange(path, follow) {
+    const name = path.slice(path.lastIndexOf('/') + 1);
+    if (!follow) return this.#in(path, (dir, leaf) => entryChange(dir, leaf, name));
+    return this.#in(path, (dir, leaf) =>
+      this.#resolved(dir, leaf, path, 0, (fd) => {
+        const st = fstatSync(fd, BIG);
+        const [ctimeSec, ctimeNsec] = split(st.ctimeNs);
+        return { name, metadata: metadata(st), ctimeSec, ctimeNsec };
+      }),
+    );
+  }
+
   readDir(path) {
     return this.#list(path, (entry, name) => ({ name, kind: kindOf(entry) }));
   }
@@ -369,6 +387,10 @@ export class GrantedDir {
 
   readDirTimes(path) {
     return this.#list(path, (entry, name, dir) => entryTimes(dir, entry.name, name));
+  }
+
+  readDirChange(path) {
+    return this.#list(path, (entry, name, dir) => entryChange(dir, entry.name, name));
   }
 
   openRead(path) {

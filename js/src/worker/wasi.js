@@ -9,9 +9,14 @@ import { IoError, InputStream, OutputStream, Pollable, poll } from './streams.js
 
 const ORIGIN = process.hrtime.bigint();
 
+/** The end of the component's diagnostics, where Rust reports a failed allocation. */
+let tail = '';
+const text = new TextDecoder();
+
 /** Where the component's own stdout and stderr go: the host's stderr. */
 const diagnostics = new OutputStream({
   write(bytes) {
+    tail = (tail + text.decode(bytes)).slice(-256);
     try {
       writeSync(2, bytes);
     } catch {
@@ -20,6 +25,15 @@ const diagnostics = new OutputStream({
   },
 });
 const noInput = new InputStream({ read: () => null });
+
+export function clearDiagnostics() {
+  tail = '';
+}
+
+/** The bytes of the allocation the component last reported failing, or 0. */
+export function failedAllocation() {
+  return Number(/memory allocation of (\d+) bytes failed/.exec(tail)?.[1] ?? 0);
+}
 
 function sleepUntil(ns) {
   const cell = new Int32Array(new SharedArrayBuffer(4));

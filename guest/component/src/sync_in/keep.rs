@@ -1,18 +1,15 @@
-//! Incremental sync-in: which host files the targets already hold.
+//! Incremental sync-in: which host files the targets already hold, and
+//! what the sandbox records for the next sync (see
+//! [`sandbox_sync_core::incremental`] for why this is sound).
 //!
-//! A kept file leaves the archive and is named in a `k<k>` member instead,
-//! which the program copies from the old target into the staged tree; a
-//! file mapping whose target is kept gets an empty `kf<k>` member instead
-//! of its file, and the program leaves that target as it is.
-//!
-//! A target file is the source's when size, mode and mtime (seconds) match
-//! and it is not "racy" (as git calls it): its bytes were read at least a
-//! whole second after its mtime, so a later write to the source, however
-//! soon, changed the mtime. When they were read is bounded by when it
-//! landed (its ctime, in the sandbox's clock, less the most the sandbox's
-//! clock can be ahead of ours: its `now` against `sent_at`, our clock
-//! before it ran anything) less the time bytes may be in flight
-//! ([`IN_FLIGHT_SECS`]).
+//! The program lists each target's files that are still exactly as a
+//! sync-in landed them, each with the token it was landed under. A host
+//! file is kept when its own token now, taken from the identity the walk
+//! read, is the listed one. The archive then carries, per listed
+//! directory mapping, a `k<k>` member naming the listed files *not* kept
+//! (the program keeps the rest, once checked unchanged), and per file
+//! mapping kept an empty `kf<k>` instead of its file; and, where the
+//! sandbox records, the tokens of what it sends (`t<k>`, `tf<k>`).
 //!
 //! Names with a newline or backslash are always sent (the program's file
 //! list is one name a line, and GNU tar unquotes backslashes). A sandbox
@@ -20,124 +17,178 @@
 //! controls: the copy comes from its own target, and every name and the
 //! tree's shape still come from the plan.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
 
+use sandbox_sync_core::incremental::{self, Token};
 use sandbox_sync_core::plan::{Planned, PlannedKind};
 use sandbox_sync_core::plan_log::PlanLog;
-use sandbox_sync_core::script::{Listed, Listing};
-use sandbox_sync_core::IN_FLIGHT_SECS;
+use sandbox_sync_core::script::Listing;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::OperationResult;
+
+/// Most bytes of tokens sent per call (about 700k files); past it files
+/// land without a record and are sent again next time.
+const MAX_TOKEN_BYTES: usize = 32 << 20;
 
 /// Decides, member by member, what the targets already hold.
 pub struct Keeper<'l> {
     listing: &'l Listing,
-    /// File mappings that may keep their target, with the mode it must have.
+    /// File mappings that may keep their target, with the mode it lands with.
     file_modes: &'l BTreeMap<usize, u32>,
+    /// The host's clock before the walk read any identity.
+    walked_at: (i64, u32),
+    /// The sandbox records facts: send the tokens of what is sent.
+    records: bool,
+    /// Per listed directory mapping, the listed names kept.
+    kept: BTreeMap<usize, HashSet<String>>,
     /// File mappings whose target is kept.
     kept_files: Vec<usize>,
-    /// The most the sandbox's clock can be ahead of ours; `None`: the
-    /// program listed nothing, so nothing is kept.
-    ahead: Option<i64>,
-    /// Per directory mapping, the kept files' names (`./<rel>` lines).
-    lists: BTreeMap<usize, Vec<u8>>,
-    /// (mapping, archive bytes) of each kept file, for the reported totals.
+    /// Per directory mapping, `<token> ./<rel>` lines of what is sent.
+    tokens: BTreeMap<usize, Vec<u8>>,
+    token_bytes: usize,
+    /// Per file mapping sent, its token.
+    file_tokens: BTreeMap<usize, Token>,
+    /// (mapping, bytes as the results counted them) of each kept file.
     pub counted: Vec<(usize, u64)>,
+    /// Archive bytes of the members left out.
+    dropped: u64,
     prefix: String,
 }
 
 impl<'l> Keeper<'l> {
-    pub fn new(listing: &'l Listing, file_modes: &'l BTreeMap<usize, u32>, sent_at: i64) -> Self {
-        // A second for each clock's rounding.
-        let ahead = listing
-            .now
-            .filter(|_| !listing.dirs.is_empty() || !listing.files.is_empty())
-            .map(|now| now.saturating_sub(sent_at).saturating_add(2));
+    /// A keeper for what the program listed; `walked_at` is the host's
+    /// clock before the walk began, `records` whether the sandbox records.
+    pub fn new(
+        listing: &'l Listing,
+        file_modes: &'l BTreeMap<usize, u32>,
+        walked_at: (i64, u32),
+        records: bool,
+    ) -> Self {
         Keeper {
             listing,
             file_modes,
+            walked_at,
+            records,
+            kept: BTreeMap::new(),
             kept_files: Vec::new(),
-            ahead,
-            lists: BTreeMap::new(),
+            tokens: BTreeMap::new(),
+            token_bytes: 0,
+            file_tokens: BTreeMap::new(),
             counted: Vec::new(),
+            dropped: 0,
             prefix: String::new(),
         }
     }
 
-    /// True when nothing can be kept.
+    /// True when nothing can be kept and nothing is recorded.
     pub fn is_idle(&self) -> bool {
-        self.ahead.is_none()
+        !self.records && self.listing.dirs.is_empty() && self.listing.files.is_empty()
     }
 
-    /// Whether the target already holds `p` (then it is recorded as kept).
-    pub fn keeps(&mut self, p: &Planned) -> bool {
-        let Some(ahead) = self.ahead else {
-            return false;
+    /// The token `p` lands under with `mode`, if its identity counts.
+    fn token(&self, p: &Planned, mode: u32) -> Option<Token> {
+        let PlannedKind::HostFile { stamp, .. } = &p.kind else {
+            return None;
         };
+        let id = stamp.host_id();
+        id.settled(self.walked_at)
+            .then(|| incremental::inbound(&id, mode, p.mtime))
+    }
+
+    /// Whether the target already holds `p` (then it is recorded as kept;
+    /// otherwise its token is noted for the sandbox's records).
+    pub fn keeps(&mut self, p: &Planned) -> bool {
         let PlannedKind::HostFile { grant, stamp, .. } = &p.kind else {
             return false;
         };
-        let settled = |l: &Listed| {
-            l.size == stamp.size
-                && l.mtime == stamp.mtime_sec
-                && l.ctime.saturating_sub(ahead)
-                    > stamp.mtime_sec.saturating_add(1 + IN_FLIGHT_SECS)
-        };
-        if let (Some(l), Some(&mode)) = (self.listing.files.get(grant), self.file_modes.get(grant))
-        {
-            // A file mapping's member is f<k>; its target must already
-            // have the mode the mapping gives it.
-            if *p.name == *format!("f{grant}") && settled(l) && l.mode == mode {
-                self.kept_files.push(*grant);
-                self.counted.push((*grant, p.member().archive_len()));
+        let grant = *grant;
+        if let Some(&mode) = self.file_modes.get(&grant) {
+            // A file mapping's member is f<k>.
+            let mine = self.token(p, mode);
+            if mine.is_some() && self.listing.files.get(&grant) == mine.as_ref() {
+                self.kept_files.push(grant);
+                // File mappings count content bytes, as the seed does.
+                self.counted.push((grant, stamp.size));
+                self.dropped += p.member().archive_len();
                 return true;
+            }
+            if let Some(t) = mine.filter(|_| self.records) {
+                self.file_tokens.insert(grant, t);
             }
             return false;
         }
-        let Some(files) = self.listing.dirs.get(grant) else {
-            return false;
-        };
         self.prefix.clear();
         let _ = write!(self.prefix, "d{grant}/");
         let Some(rel) = p.name.strip_prefix(self.prefix.as_str()) else {
             return false;
         };
-        let same = files
-            .get(rel)
-            .is_some_and(|l| l.mode == p.mode && settled(l));
-        if !same || rel.contains(['\n', '\\']) {
-            return false;
+        let mine = self.token(p, p.mode);
+        let plain = !rel.contains(['\n', '\\']);
+        let listed = self.listing.dirs.get(&grant).and_then(|f| f.get(rel));
+        if plain && mine.is_some() && listed == mine.as_ref() {
+            self.kept.entry(grant).or_default().insert(rel.to_owned());
+            // Directory mappings count archive bytes.
+            self.counted.push((grant, p.member().archive_len()));
+            self.dropped += p.member().archive_len();
+            return true;
         }
-        let list = self.lists.entry(*grant).or_default();
-        list.extend_from_slice(b"./");
-        list.extend_from_slice(rel.as_bytes());
-        list.push(b'\n');
-        // What the results counted for it.
-        self.counted.push((*grant, p.member().archive_len()));
-        true
+        if let Some(t) = mine.filter(|_| self.records && plain) {
+            if self.token_bytes < MAX_TOKEN_BYTES {
+                let line = self.tokens.entry(grant).or_default();
+                let before = line.len();
+                line.extend_from_slice(t.hex().as_bytes());
+                line.extend_from_slice(b" ./");
+                line.extend_from_slice(rel.as_bytes());
+                line.push(b'\n');
+                self.token_bytes += line.len() - before;
+            }
+        }
+        false
     }
 
-    /// The `k<k>` members naming the files kept so far, and an empty
-    /// `kf<k>` per file mapping whose target is kept.
+    /// The members that say what was kept and what the sandbox records:
+    /// per listed directory mapping its `k<k>` (the listed names not kept),
+    /// an empty `kf<k>` per file mapping whose target is kept, and the
+    /// tokens `t<k>` and `tf<k>` of what was sent.
     pub fn lists(&self) -> impl Iterator<Item = Planned> + '_ {
-        let lists = self
-            .lists
-            .iter()
-            .map(|(k, list)| (format!("k{k}"), list.clone()));
+        let drops = self.listing.dirs.iter().map(|(k, listed)| {
+            let kept = self.kept.get(k);
+            let mut drop = Vec::new();
+            for name in listed.keys() {
+                if !kept.is_some_and(|s| s.contains(name)) {
+                    drop.extend_from_slice(b"./");
+                    drop.extend_from_slice(name.as_bytes());
+                    drop.push(b'\n');
+                }
+            }
+            (format!("k{k}"), drop)
+        });
         let files = self
             .kept_files
             .iter()
             .map(|k| (format!("kf{k}"), Vec::new()));
-        lists.chain(files).map(|(name, body)| Planned {
-            name: name.into(),
-            kind: PlannedKind::Inline(body),
-            mode: 0o600,
-            mtime: 0,
-        })
+        let tokens = self
+            .tokens
+            .iter()
+            .map(|(k, lines)| (format!("t{k}"), lines.clone()));
+        let file_tokens = self
+            .file_tokens
+            .iter()
+            .map(|(k, t)| (format!("tf{k}"), format!("{}\n", t.hex()).into_bytes()));
+        drops
+            .chain(files)
+            .chain(tokens)
+            .chain(file_tokens)
+            .map(|(name, body)| Planned {
+                name: name.into(),
+                kind: PlannedKind::Inline(body),
+                mode: 0o600,
+                mtime: 0,
+            })
     }
 
     /// Per planned member, whether the targets hold it (each is recorded
-    /// as kept); empty when nothing can be kept.
+    /// as kept); empty when nothing can be kept or recorded.
     pub fn skips(&mut self, members: &PlanLog) -> Vec<bool> {
         if self.is_idle() {
             return Vec::new();
@@ -146,11 +197,10 @@ impl<'l> Keeper<'l> {
     }
 
     /// The archive bytes of a plan of `planned` bytes once the kept files
-    /// so far are left out and the keep lists are in.
+    /// so far are left out and the keeper's members are in.
     pub fn archive_len(&self, planned: u64) -> u64 {
-        let dropped: u64 = self.counted.iter().map(|c| c.1).sum();
         let lists: u64 = self.lists().map(|p| p.member().archive_len()).sum();
-        planned - dropped + lists
+        planned - self.dropped + lists
     }
 
     /// Takes the kept files out of what `results` count (they were not

@@ -22,11 +22,13 @@ use sandbox_sync_core::tar_write;
 use sandbox_sync_core::KEEP_FILE_MIN;
 use sandbox_sync_driver::codec::{self, AUTO_MIN_BYTES};
 use sandbox_sync_driver::errors::exit;
-use sandbox_sync_driver::plan::{check_modes, command_cwd, written_by_another};
+use sandbox_sync_driver::plan::{check_modes, command_cwd};
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
-use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{Compression, Execution};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
+    self, Compression, Execution,
+};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     MappingKind, OperationResult, SyncError, SyncRequest,
 };
@@ -52,7 +54,11 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     if crate::toolbox::available() {
         return toolbox::run(req, sources);
     }
+    // Before any identity is read: what the host sends is named by
+    // identities settled against this clock.
+    let walked_at = io::now();
     let mut plan = prepare(req, sources, codec::incremental(), false)?;
+    plan.walked_at = walked_at;
     let started = sandbox_sync_driver::exec::start(
         plan.program.len(),
         req.limits.timeout_ms,
@@ -174,8 +180,12 @@ struct Plan<'a> {
     offer: &'static [Codec],
     /// The operation of each mapping.
     mapping_op: Vec<usize>,
-    /// File mappings whose target may be kept, with the mode it must have.
+    /// File mappings whose target may be kept, with the mode it lands with.
     file_modes: BTreeMap<usize, u32>,
+    /// The report program's scratch dir, which it leaves to the program.
+    report_scratch: String,
+    /// The host's clock before any source identity was read.
+    walked_at: (i64, u32),
 }
 
 impl Plan<'_> {
@@ -214,15 +224,13 @@ fn prepare<'a>(
     let mut k = 0;
     let mut mapping_op = Vec::with_capacity(sources.len());
     let mut file_modes = BTreeMap::new();
-    // Every mapping's target: a file target that another mapping also
-    // writes (a directory around it lands wholesale, or the same path
-    // twice) is never kept, since what lands there depends on the order.
-    let all_targets: Vec<String> = req
-        .operations
-        .iter()
-        .flat_map(|o| o.files.iter())
-        .map(|m| confine(&root, &m.target_path, "target").unwrap_or_default())
-        .collect();
+    if incremental {
+        script.record();
+        // Over a link a listing's bytes cost more than gzip in the sandbox.
+        if sandbox_exec::transfer_remote() {
+            script.zip_listings();
+        }
+    }
     for (i, op) in req.operations.iter().enumerate() {
         let (mut files, mut bytes) = (0u64, 0u64);
         for m in &op.files {
@@ -237,10 +245,10 @@ fn prepare<'a>(
                     let name = format!("f{k}");
                     files += 1;
                     bytes += meta.size;
-                    if incremental
-                        && meta.size >= KEEP_FILE_MIN
-                        && !written_by_another(&all_targets, k)
-                    {
+                    // A kept file lands as a sent one does, so another
+                    // mapping writing the same path (through any name)
+                    // changes nothing.
+                    if incremental && meta.size >= KEEP_FILE_MIN {
                         script.reuse_file(k, &target)?;
                         file_modes.insert(k, m.mode.unwrap_or(meta.mode & 0o777));
                     }
@@ -313,13 +321,14 @@ fn prepare<'a>(
     if archive && !offer.is_empty() {
         script.offer_compression();
     }
+    let report_scratch = sandbox_sync_driver::scratch::fresh();
     let report_program = match report_apart {
-        true => script.report_program(&sandbox_sync_driver::scratch::fresh())?,
+        true => script.report_program(&report_scratch)?,
         false => None,
     };
-    let program = match report_apart {
-        true => script.finish_reported(archive, &token)?,
-        false => script.finish(archive, &token)?,
+    let program = match &report_program {
+        Some(_) => script.finish_reported(archive, &token, &report_scratch)?,
+        None => script.finish(archive, &token)?,
     };
     Ok(Plan {
         report_program,
@@ -334,6 +343,8 @@ fn prepare<'a>(
         offer,
         mapping_op,
         file_modes,
+        report_scratch,
+        walked_at: io::now(),
     })
 }
 
@@ -369,12 +380,10 @@ fn send(
     plan: &mut Plan<'_>,
     early: &mut Vec<u8>,
 ) -> Result<Delivery, Sent> {
-    // No earlier than the sandbox ran anything: bounds its clock's skew.
-    let sent_at = io::unix_now();
     io::write_all(stdin, plan.program.as_bytes()).map_err(Sent::Stream)?;
     io::flush(stdin).map_err(Sent::Stream)?;
     let mut walker = Walker::new(std::mem::take(&mut plan.walks));
-    let delivered = deliver(exec, stdin, stdout, plan, &mut walker, early, sent_at);
+    let delivered = deliver(exec, stdin, stdout, plan, &mut walker, early);
     // Whatever happened: the results count what was walked.
     walker.count_into(&mut plan.results);
     delivered
@@ -389,7 +398,6 @@ fn deliver(
     plan: &mut Plan<'_>,
     walker: &mut Walker<'_>,
     early: &mut Vec<u8>,
-    sent_at: i64,
 ) -> Result<Delivery, Sent> {
     let Some(commit) = plan.commit.clone() else {
         return Ok(Delivery {
@@ -421,7 +429,7 @@ fn deliver(
     if !done && !streaming {
         walker.fill(&mut plan.members, usize::MAX).map_err(refuse)?;
     }
-    let mut keeper = Keeper::new(&listing, &plan.file_modes, sent_at);
+    let mut keeper = Keeper::new(&listing, &plan.file_modes, plan.walked_at, caps.records);
     let skip = keeper.skips(&plan.members);
     // Only a whole plan has a length; a streamed one ends at its marker.
     let promised = (!streaming).then(|| keeper.archive_len(plan.members_len()));

@@ -44,6 +44,9 @@ struct Report {
     pending: Vec<u8>,
     listed: usize,
     dropped: bool,
+    /// A gzipped listing being read (`<TAG> zlist <k> <bytes>`): its
+    /// mapping, the bytes still to come, and those so far.
+    blob: Option<(usize, usize, Vec<u8>)>,
 }
 
 impl Report {
@@ -51,7 +54,25 @@ impl Report {
     fn feed(&mut self, chunk: &[u8], early: &mut Vec<u8>) -> Option<(Caps, Listing)> {
         self.pending.extend_from_slice(chunk);
         let mut start = 0;
-        while let Some(n) = self.pending[start..].iter().position(|&b| b == b'\n') {
+        loop {
+            if let Some((k, left, blob)) = &mut self.blob {
+                let take = (*left).min(self.pending.len() - start);
+                if !self.dropped {
+                    blob.extend_from_slice(&self.pending[start..start + take]);
+                }
+                start += take;
+                *left -= take;
+                if *left > 0 {
+                    break;
+                }
+                let (k, blob) = (*k, std::mem::take(blob));
+                self.blob = None;
+                self.inflated(k, &blob);
+                continue;
+            }
+            let Some(n) = self.pending[start..].iter().position(|&b| b == b'\n') else {
+                break;
+            };
             let line = &self.pending[start..start + n + 1];
             start += n + 1;
             let text = std::str::from_utf8(&line[..n]).unwrap_or("");
@@ -64,6 +85,12 @@ impl Report {
                 return Some((caps, listing));
             }
             self.listed += line.len();
+            if let Some((k, len)) = zlist(text) {
+                self.listed += len;
+                self.dropped |= self.listed > MAX_LISTING_BYTES;
+                self.blob = Some((k, len, Vec::new()));
+                continue;
+            }
             self.dropped |= self.listed > MAX_LISTING_BYTES;
             if self.dropped {
                 self.parser = ListingParser::default();
@@ -79,6 +106,36 @@ impl Report {
         }
         None
     }
+
+    /// Feeds the lines of mapping `k`'s gzipped listing to the parser, as
+    /// if they had come plain; one that inflates past what is left of the
+    /// bound drops every listing.
+    fn inflated(&mut self, k: usize, blob: &[u8]) {
+        if self.dropped {
+            return;
+        }
+        let Some(lines) = script::gunzip(blob, MAX_LISTING_BYTES.saturating_sub(self.listed))
+        else {
+            self.dropped = true;
+            self.parser = ListingParser::default();
+            return;
+        };
+        self.listed += lines.len();
+        self.parser.line(&format!("{} list {k}", script::TAG));
+        for line in lines.split(|&b| b == b'\n') {
+            self.parser.line(std::str::from_utf8(line).unwrap_or(""));
+        }
+    }
+}
+
+/// `<TAG> zlist <k> <bytes>`.
+fn zlist(line: &str) -> Option<(usize, usize)> {
+    let mut w = line.split(' ');
+    if w.next()? != script::TAG || w.next()? != "zlist" {
+        return None;
+    }
+    let (k, len) = (w.next()?.parse().ok()?, w.next()?.parse().ok()?);
+    w.next().is_none().then_some((k, len))
 }
 
 /// Reads the inbound program's status lines until stdout ends (after

@@ -36,21 +36,26 @@ use crate::toolbox::{self, Ran, WriteFailed};
 pub const REPORT_MIN_BYTES: u64 = 1 << 20;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
+    let walked_at = io::now();
     let mut plan = prepare(req, sources, codec::incremental(), true)?;
+    plan.walked_at = walked_at;
     // The whole archive is planned first: its length goes in the answer.
     let mut walker = Walker::new(std::mem::take(&mut plan.walks));
     let walked = walker.fill(&mut plan.members, usize::MAX);
     walker.count_into(&mut plan.results);
     walked?;
-    // No earlier than the sandbox ran anything: bounds its clock's skew.
-    let sent_at = io::unix_now();
-    let (caps, listing) = match &plan.report_program {
-        Some(p) if plan.commit.is_some() && plan.members_len() >= REPORT_MIN_BYTES => {
-            report(req, p)
-        }
-        _ => (None, Listing::default()),
+    let reports = plan
+        .report_program
+        .as_deref()
+        .filter(|_| plan.commit.is_some() && plan.members_len() >= REPORT_MIN_BYTES);
+    let (caps, listing) = match reports {
+        Some(p) => report(req, p)?,
+        None => (None, Listing::default()),
     };
-    let mut keeper = Keeper::new(&listing, &plan.file_modes, sent_at);
+    // Without a report the sandbox's tools are unknown: the tokens go
+    // anyway, and a sandbox that cannot record ignores them.
+    let records = caps.as_ref().is_none_or(|c| c.records);
+    let mut keeper = Keeper::new(&listing, &plan.file_modes, plan.walked_at, records);
     let skip = keeper.skips(&plan.members);
     let len = keeper.archive_len(plan.members_len());
     let policy = codec::policy();
@@ -73,6 +78,14 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
         (true, None) => &[Some(Codec::Gzip), None],
     };
     let upload = format!("{}/{}.in", plan.root.trim_end_matches('/'), plan.scratch);
+    // The report's listings, which the program takes over (removed here
+    // when the program may not have run).
+    let handed = format!(
+        "{}/{}",
+        plan.root.trim_end_matches('/'),
+        plan.report_scratch
+    );
+    let handed: Vec<&str> = reports.map(|_| handed.as_str()).into_iter().collect();
     let mut ran = None;
     for &chosen in tries {
         let archive = plan.commit.as_ref().map(|commit| Archive {
@@ -81,7 +94,8 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             commit,
             promised: Some(len),
         });
-        let this = attempt(req, &plan, archive.as_ref(), &mut keeper, &upload, chosen)?;
+        let this = attempt(req, &plan, archive.as_ref(), &mut keeper, &upload, chosen)
+            .inspect_err(|_| toolbox::remove(&handed, req.limits.timeout_ms))?;
         let lacks_codec = chosen.is_some() && this.status.exit_code == Some(code::NO_CODEC);
         ran = Some(this);
         if !lacks_codec {
@@ -93,7 +107,12 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     };
     if matches!(ran.status.exit_code, None | Some(137)) {
         // Killed (a deadline): its cleanup trap never ran.
-        toolbox::cleanup(&plan.root, &plan.scratch, &[&upload], req.limits.timeout_ms);
+        toolbox::cleanup(
+            &plan.root,
+            &plan.scratch,
+            &[&[upload.as_str()], handed.as_slice()].concat(),
+            req.limits.timeout_ms,
+        );
     }
     conclude(req, &parse_statuses(&ran.stdout), &ran.status, None)?;
     let mut results = std::mem::take(&mut plan.results);
@@ -102,19 +121,23 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
 }
 
 /// Runs the report alone: what the targets hold and which codecs the
-/// sandbox has. Anything but a whole report (a remote dir that does not
-/// exist yet, say) means nothing is known, and the program itself will
-/// say what is wrong.
-fn report(req: &SyncRequest, program: &str) -> (Option<Caps>, Listing) {
+/// sandbox has. A report that failed (a remote dir that does not exist
+/// yet, say) means nothing is known, and the program itself will say what
+/// is wrong.
+///
+/// # Errors
+/// The toolbox's failure to run it, or more output than a report prints.
+fn report(req: &SyncRequest, program: &str) -> Result<(Option<Caps>, Listing), SyncError> {
     let limits = &req.limits;
-    let reported = toolbox::run_program(program, limits.timeout_ms, limits.max_stderr_bytes)
-        .ok()
-        .filter(|ran| exit(&ran.status).succeeded())
-        .and_then(|ran| parse_report(&ran.stdout));
-    match reported {
+    let ran = toolbox::run_program(program, limits.timeout_ms, limits.max_stderr_bytes)?;
+    let reported = exit(&ran.status)
+        .succeeded()
+        .then(|| parse_report(&ran.stdout))
+        .flatten();
+    Ok(match reported {
         Some((caps, listing)) => (Some(caps), listing),
         None => (None, Listing::default()),
-    }
+    })
 }
 
 /// One upload (the program, then the answer and `archive`, compressed with

@@ -1,40 +1,40 @@
-//! Incremental sync-out: which files the host targets already hold.
-//! (A file mapping lists its source as `f`, and its target is one `stat`.)
+//! Incremental sync-out: which files the host targets already hold, and
+//! the record of what landed (see [`sandbox_sync_core::incremental`] for
+//! why this is sound). A file mapping lists its source as `f`, and its
+//! target is one `stat`.
 //!
-//! Before its archives the program frames each listed source's regular
-//! files (size, mtime, mode); the component walks the host target and
-//! answers with the names the target already holds, which the sandbox's
-//! tar leaves out and the component links from the old target into the
-//! staged tree (see [`extract`](sandbox_sync_driver::extract::extract)).
-//!
-//! A target file is the sandbox's when size, mode (as it landed, `& 0o755`)
-//! and mtime (seconds) match and it is not "racy": its bytes were read at
-//! least a whole second after its mtime, so a later write in the sandbox,
-//! however soon, changed the mtime. When they were read is bounded by when
-//! the file landed (its ctime, in our clock, moved to the sandbox's: that
-//! is at least its listing's `now` less our clock when the listing arrived,
-//! less a second for each clock's rounding) less the time bytes may be in
-//! flight ([`IN_FLIGHT_SECS`]).
+//! Before its archives the program frames each listed source's files with
+//! their identities, and the filesystem's clock read before it listed any.
+//! The component walks the host target and keeps a file only where the
+//! host's record of that target (its facts, in the host's record store)
+//! says the file there is, unchanged, what the sandbox sent under the
+//! token the sandbox's file has now. It answers with those names, which
+//! the sandbox's tar leaves out and the component links from the old
+//! target into the staged tree (see
+//! [`extract`](sandbox_sync_driver::extract::extract)). Once the staged
+//! tree is whole, [`record`] writes the new facts.
 //!
 //! The host never sends what it holds: the sandbox learns, for the names it
-//! lists, which the target holds with exactly that size, mtime and mode.
-//! A sandbox that lies can only make the host keep a file the target
-//! already held, at a path the archive still has to bring the directory of.
-//! Names with a newline or backslash are always sent (the keep list is one
-//! name a line).
+//! lists, which the target holds exactly as the sandbox's current file was
+//! sent before. A sandbox that lies can only make the host keep a file a
+//! sync of it landed there before, at a path the archive still has to
+//! bring the directory of. Names with a newline or backslash are always
+//! sent (the keep list is one name a line).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use sandbox_sync_core::exclude::Excluder;
+use sandbox_sync_core::incremental::{Fact, Facts, Token};
 use sandbox_sync_core::sandbox_path::split_parent;
-use sandbox_sync_core::script::{parse_listing, Listed, Marker};
+use sandbox_sync_core::script::{gunzip, parse_listing, Marker, Probe};
 use sandbox_sync_core::tar_read::Source;
 use sandbox_sync_core::tar_write::padding;
-use sandbox_sync_core::{IN_FLIGHT_SECS, SCRATCH_PREFIX};
+use sandbox_sync_core::SCRATCH_PREFIX;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
-    EntryKind, FsError, GrantedDir,
+    DirEntryChange, EntryKind, FsError, GrantedDir,
 };
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sync_state;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     FileMapping, MappingKind, SyncError,
 };
@@ -43,102 +43,177 @@ use sandbox_sync_driver::errors::fs;
 use sandbox_sync_driver::extract::{Kept, HOST_MASK};
 use sandbox_sync_driver::io::{self, GuardedInput};
 
-/// The most listing bytes read per mapping (about a million files); a
-/// larger listing is skipped and its files are all sent.
+/// The most listing bytes held, all mappings together (about a million
+/// files); a listing past it is skipped and its files are all sent.
 const MAX_LISTING: u64 = 64 << 20;
+
+/// The record store's key for a mapping's host target.
+pub fn record_key(m: &FileMapping) -> String {
+    format!("sync-out 1 {}", m.target_path)
+}
+
+/// The host's facts for mapping `m`'s target (none recorded: no facts).
+pub fn load_facts(m: &FileMapping) -> Facts {
+    sync_state::load(&record_key(m))
+        .map(|b| Facts::decode(&b))
+        .unwrap_or_default()
+}
+
+/// What the exchange settled, per listed mapping.
+#[derive(Default)]
+pub struct Keeping {
+    /// The files each target keeps.
+    pub kept: HashMap<usize, Vec<Kept>>,
+    /// The sandbox's token for each listed file whose identity counts, by
+    /// path relative to the source (`f` for a file mapping).
+    pub tokens: HashMap<usize, HashMap<String, Token>>,
+}
 
 /// Reads the listing of each of `listed` (indices into `targets` and
 /// `mappings`, each an operation index, a mapping index and the mapping),
 /// in order, answers the program on `stdin` with the names each target
-/// already holds, and returns those files per mapping.
+/// already holds (see [`decide`]), and returns those files and the listed
+/// tokens.
 ///
 /// # Errors
-/// A stream that is not the listings the program was asked for, a host
-/// walk failure, or a broken stdin.
+/// A stream that is not the listings the program was asked for, more
+/// listed files than `max_files`, a host walk failure, or a broken stdin.
 pub fn exchange(
     input: &mut GuardedInput,
     stdin: &OutputStream,
     listed: &[usize],
     targets: &[&GrantedDir],
     mappings: &[(usize, usize, &FileMapping)],
-) -> Result<HashMap<usize, Vec<Kept>>, SyncError> {
-    let mut kept = HashMap::new();
-    let mut answer = Vec::new();
+    facts: &HashMap<usize, Facts>,
+    max_files: u64,
+) -> Result<Keeping, SyncError> {
+    let mut listings = Vec::with_capacity(listed.len());
+    let mut room = MAX_LISTING;
     for &k in listed {
-        let (len, now) = match super::read_marker(input)? {
-            Marker::Listing { mapping, len, now } if mapping == k => (len, now),
+        let (len, probe, zipped) = match super::read_marker(input)? {
+            Marker::Listing {
+                mapping,
+                len,
+                probe,
+                zipped,
+            } if mapping == k => (len, probe, zipped),
             m => {
                 return Err(SyncError::UnsafeArchive(format!(
                     "expected the listing of mapping {k}, the sandbox sent {m:?}"
                 )))
             }
         };
-        let arrived = io::unix_now();
-        let files = if len <= MAX_LISTING {
-            // At most MAX_LISTING: the cast is lossless.
+        let bytes = if len <= room {
+            // At most MAX_LISTING: the casts are lossless.
             let mut buf = vec![0; len as usize];
             input.read_exact(&mut buf)?;
-            parse_listing(&buf)
+            let bytes = match zipped {
+                // One that inflates past the bound is no listing: all sent.
+                true => gunzip(&buf, room as usize).unwrap_or_default(),
+                false => buf,
+            };
+            room -= bytes.len() as u64;
+            bytes
         } else {
             input.skip(len)?;
-            HashMap::new()
+            Vec::new()
         };
         input.skip(padding(len))?;
+        listings.push((k, probe, bytes));
+    }
+    let (answer, keeping) = decide(&listings, targets, mappings, facts, max_files)?;
+    io::write_all(stdin, &answer)
+        .and_then(|()| io::flush(stdin))
+        .map_err(|e| SyncError::Transport(format!("failed to send the keep lists: {e}")))?;
+    Ok(keeping)
+}
+
+/// Judges each listing (mapping index, probe, the listing's bytes) against
+/// its target and the host's facts of it (`facts`, per mapping): the
+/// answer the program reads (per listing a length line, then that many
+/// bytes of the names to leave out, one a line), and what that keeps.
+///
+/// # Errors
+/// More listed files, all listings together, than `max_files`; a host
+/// walk failure or a bad exclude pattern.
+pub fn decide(
+    listings: &[(usize, Option<Probe>, Vec<u8>)],
+    targets: &[&GrantedDir],
+    mappings: &[(usize, usize, &FileMapping)],
+    facts: &HashMap<usize, Facts>,
+    max_files: u64,
+) -> Result<(Vec<u8>, Keeping), SyncError> {
+    let mut keeping = Keeping::default();
+    let mut answer = Vec::new();
+    let none = Facts::new();
+    let mut room = usize::try_from(max_files).unwrap_or(usize::MAX);
+    for (k, probe, bytes) in listings {
+        let k = *k;
+        let tokens = parse_listing(bytes, probe.as_ref(), room).map_err(|_| {
+            SyncError::LimitExceeded(format!(
+                "the sandbox listed more than {max_files} files (--max-entries)"
+            ))
+        })?;
+        room -= tokens.len();
         let (_, _, m) = mappings[k];
         let excluder = Excluder::new(&m.exclude)?;
-        let skew = now.saturating_sub(arrived);
+        let facts = facts.get(&k).unwrap_or(&none);
         let held = match m.kind {
-            MappingKind::Directory => held(targets[k], &files, &m.target_path)?,
-            MappingKind::File => held_file(targets[k], &files, &m.target_path)?,
+            MappingKind::Directory => held(targets[k], &tokens, &m.target_path)?,
+            MappingKind::File => held_file(targets[k], &tokens, &m.target_path)?,
+        };
+        // A file mapping's target must also have the mode the mapping
+        // gives it now.
+        let mode_ok = |mode: u32| {
+            m.kind == MappingKind::Directory || m.mode.is_none_or(|w| w == mode & 0o777)
         };
         let mut names = Vec::new();
         let mut keep = Vec::new();
-        for (path, l, h) in held {
-            let settled = h.ctime.saturating_add(skew) > l.mtime.saturating_add(2 + IN_FLIGHT_SECS);
-            // The mode the target got when it landed.
-            let mode = match m.kind {
-                MappingKind::File => m.mode.unwrap_or(l.mode & HOST_MASK),
-                MappingKind::Directory => l.mode & HOST_MASK,
-            };
-            let same = l.size == h.size
-                && mode == h.mode
-                && l.mtime == h.mtime
-                && settled
+        for (path, token, h) in held {
+            let meta = &h.metadata;
+            let unchanged = facts.current(
+                meta.device,
+                meta.inode,
+                meta.size,
+                (h.ctime_sec, h.ctime_nsec),
+            ) == Some(token);
+            if unchanged
+                && mode_ok(meta.mode)
                 && !path.contains(['\n', '\\'])
-                && !excluder.excludes(&path);
-            if same {
+                && !excluder.excludes(&path)
+            {
                 names.extend_from_slice(path.as_bytes());
                 names.push(b'\n');
                 keep.push(Kept {
                     path,
-                    size: h.size,
-                    mode: h.mode,
-                    mtime: h.mtime,
+                    size: meta.size,
+                    mode: meta.mode & HOST_MASK,
+                    mtime: meta.mtime_sec,
+                    device: meta.device,
+                    inode: meta.inode,
                 });
             }
         }
         answer.extend_from_slice(format!("{}\n", names.len()).as_bytes());
         answer.extend_from_slice(&names);
-        kept.insert(k, keep);
+        keeping.kept.insert(k, keep);
+        keeping.tokens.insert(k, tokens);
     }
-    io::write_all(stdin, &answer)
-        .and_then(|()| io::flush(stdin))
-        .map_err(|e| SyncError::Transport(format!("failed to send the keep lists: {e}")))?;
-    Ok(kept)
+    Ok((answer, keeping))
 }
 
 /// A file mapping's target, when the sandbox listed its source (as `f`)
-/// and the target is a regular file.
-fn held_file<'l>(
+/// and the target is a regular file on the grant's own filesystem.
+fn held_file(
     parent: &GrantedDir,
-    files: &'l HashMap<String, Listed>,
+    tokens: &HashMap<String, Token>,
     target: &str,
-) -> Result<Vec<(String, &'l Listed, Held)>, SyncError> {
-    let Some(l) = files.get("f") else {
+) -> Result<Vec<(String, Token, DirEntryChange)>, SyncError> {
+    let Some(&t) = tokens.get("f") else {
         return Ok(Vec::new());
     };
     let (_, base) = split_parent(target);
-    let e = match parent.stat_times(base) {
+    let e = match parent.stat_change(base, false) {
         Ok(e) => e,
         Err(FsError::NotFound(_)) => return Ok(Vec::new()),
         Err(e) => return Err(fs("stat", target, e)),
@@ -146,67 +221,53 @@ fn held_file<'l>(
     if e.metadata.kind != EntryKind::File {
         return Ok(Vec::new());
     }
-    let h = Held {
-        size: e.metadata.size,
-        mode: e.metadata.mode,
-        mtime: e.metadata.mtime_sec,
-        ctime: e.ctime_sec,
-    };
-    Ok(vec![("f".to_owned(), l, h)])
+    Ok(vec![("f".to_owned(), t, e)])
 }
 
-/// A regular file of the host target, as `read-dir-times` gave it.
-struct Held {
-    size: u64,
-    mode: u32,
-    mtime: i64,
-    ctime: i64,
-}
-
-/// The regular files of `grant` (the target) at paths `files` lists, with
-/// the listing's entry: a walk that never follows a symlink and enters
-/// only directories a listed path lies under.
-fn held<'l>(
+/// The regular files of `grant` (the target) at paths `tokens` lists, on
+/// the grant's own filesystem (a kept file is hard-linked): a walk that
+/// never follows a symlink and enters only directories a listed path
+/// lies under.
+fn held(
     grant: &GrantedDir,
-    files: &'l HashMap<String, Listed>,
+    tokens: &HashMap<String, Token>,
     target: &str,
-) -> Result<Vec<(String, &'l Listed, Held)>, SyncError> {
-    let mut dirs: HashSet<&str> = HashSet::new();
-    for path in files.keys() {
-        let mut at = path.as_str();
-        while let Some((parent, _)) = at.rsplit_once('/') {
-            if !dirs.insert(parent) {
-                break;
-            }
-            at = parent;
-        }
-    }
+) -> Result<Vec<(String, Token, DirEntryChange)>, SyncError> {
+    let device = grant
+        .stat_change("", false)
+        .map_err(|e| fs("stat", target, e))?
+        .metadata
+        .device;
+    // Sorted, so whether a listed path lies under a directory is one
+    // binary search (a set of every prefix hashes each path once per
+    // component: quadratic in a deep path's length).
+    let mut listed: Vec<&str> = tokens.keys().map(String::as_str).collect();
+    listed.sort_unstable();
+    let holds = |dir: &str| {
+        let under = format!("{dir}/");
+        let at = listed.partition_point(|p| *p < under.as_str());
+        listed.get(at).is_some_and(|p| p.starts_with(&under))
+    };
     let mut out = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
         let entries = grant
-            .read_dir_times(&dir)
+            .read_dir_change(&dir)
             .map_err(|e| fs("list", &format!("{target}/{dir}"), e))?;
         for e in entries {
             if dir.is_empty() && e.name.starts_with(SCRATCH_PREFIX) {
                 continue;
             }
             let path = if dir.is_empty() {
-                e.name
+                e.name.clone()
             } else {
                 format!("{dir}/{}", e.name)
             };
             match e.metadata.kind {
-                EntryKind::Directory if dirs.contains(path.as_str()) => stack.push(path),
-                EntryKind::File => {
-                    if let Some(l) = files.get(&path) {
-                        let h = Held {
-                            size: e.metadata.size,
-                            mode: e.metadata.mode,
-                            mtime: e.metadata.mtime_sec,
-                            ctime: e.ctime_sec,
-                        };
-                        out.push((path, l, h));
+                EntryKind::Directory if holds(&path) => stack.push(path),
+                EntryKind::File if e.metadata.device == device => {
+                    if let Some(&t) = tokens.get(&path) {
+                        out.push((path, t, e));
                     }
                 }
                 _ => {}
@@ -214,4 +275,179 @@ fn held<'l>(
         }
     }
     Ok(out)
+}
+
+/// What a landed file must still be once its mapping committed: its
+/// device, inode, size and mtime (the commit unlinks the old tree, which
+/// moves a kept file's ctime, so facts are read after it; this is what
+/// ties them to the files this sync put there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Landed {
+    device: u64,
+    inode: u64,
+    size: u64,
+    mtime: (i64, u32),
+}
+
+impl Landed {
+    fn of(e: &DirEntryChange) -> Self {
+        let m = &e.metadata;
+        Landed {
+            device: m.device,
+            inode: m.inode,
+            size: m.size,
+            mtime: (m.mtime_sec, m.mtime_nsec),
+        }
+    }
+}
+
+/// The regular files under `base` in `grant` (`""`: the grant itself) at
+/// the paths `tokens` lists, with their metadata: a walk that never
+/// follows a symlink.
+fn files_under(
+    grant: &GrantedDir,
+    base: &str,
+    tokens: &HashMap<String, Token>,
+    shown: &str,
+) -> Result<Vec<(String, DirEntryChange)>, SyncError> {
+    let mut out = Vec::new();
+    let mut stack = vec![String::new()];
+    while let Some(dir) = stack.pop() {
+        let at = match (base.is_empty(), dir.is_empty()) {
+            (true, _) => dir.clone(),
+            (false, true) => base.to_owned(),
+            (false, false) => format!("{base}/{dir}"),
+        };
+        let entries = grant
+            .read_dir_change(&at)
+            .map_err(|e| fs("list", shown, e))?;
+        for e in entries {
+            if base.is_empty() && dir.is_empty() && e.name.starts_with(SCRATCH_PREFIX) {
+                continue;
+            }
+            let path = if dir.is_empty() {
+                e.name.clone()
+            } else {
+                format!("{dir}/{}", e.name)
+            };
+            match e.metadata.kind {
+                EntryKind::Directory => stack.push(path),
+                EntryKind::File if tokens.contains_key(&path) => out.push((path, e)),
+                _ => {}
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What a staged tree `staging` in `grant` holds at the listed paths,
+/// before it is swapped in.
+///
+/// # Errors
+/// A failed walk of the staged tree.
+pub fn staged_tree(
+    grant: &GrantedDir,
+    staging: &str,
+    tokens: &HashMap<String, Token>,
+    shown: &str,
+) -> Result<HashMap<String, Landed>, SyncError> {
+    Ok(files_under(grant, staging, tokens, shown)?
+        .into_iter()
+        .map(|(p, e)| (p, Landed::of(&e)))
+        .collect())
+}
+
+/// What a staged file `tmp` in `grant` is, before it is renamed into place.
+pub fn staged_file(grant: &GrantedDir, tmp: &str) -> Option<Landed> {
+    let e = grant.stat_change(tmp, false).ok()?;
+    (e.metadata.kind == EntryKind::File).then(|| Landed::of(&e))
+}
+
+/// The facts of a committed directory target (the grant itself): every
+/// file still exactly as `landed` says this sync put it, under its listed
+/// token, once its identity lies before the filesystem's clock (probed
+/// after [`wait_a_tick`]).
+///
+/// # Errors
+/// A failed walk of the target.
+pub fn tree_facts(
+    grant: &GrantedDir,
+    tokens: &HashMap<String, Token>,
+    landed: &HashMap<String, Landed>,
+    shown: &str,
+) -> Result<Facts, SyncError> {
+    let mut facts = Facts::new();
+    let Some(clock) = probe(grant) else {
+        return Ok(facts);
+    };
+    for (path, e) in files_under(grant, "", tokens, shown)? {
+        if let (Some(&token), Some(&was)) = (tokens.get(&path), landed.get(&path)) {
+            insert_fact(&mut facts, &e, token, was, clock);
+        }
+    }
+    Ok(facts)
+}
+
+/// The fact of a file mapping's target `base` in `grant`, just landed as
+/// `was` from the sandbox's file listed under `token`.
+pub fn file_fact(grant: &GrantedDir, base: &str, token: Token, was: Landed) -> Facts {
+    let mut facts = Facts::new();
+    if let (Some(clock), Ok(e)) = (probe(grant), grant.stat_change(base, false)) {
+        if e.metadata.kind == EntryKind::File {
+            insert_fact(&mut facts, &e, token, was, clock);
+        }
+    }
+    facts
+}
+
+fn insert_fact(
+    facts: &mut Facts,
+    e: &DirEntryChange,
+    token: Token,
+    was: Landed,
+    clock: (u64, (i64, u32)),
+) {
+    let m = &e.metadata;
+    let (device, at) = clock;
+    if Landed::of(e) == was && m.device == device && (e.ctime_sec, e.ctime_nsec) < at {
+        facts.insert(
+            m.device,
+            m.inode,
+            Fact {
+                size: m.size,
+                ctime_sec: e.ctime_sec,
+                ctime_nsec: e.ctime_nsec,
+                token,
+            },
+        );
+    }
+}
+
+/// Waits a little longer than the coarsest clock tick (10 ms at `HZ=100`),
+/// so the probe after it is in a later tick than anything changed before.
+pub fn wait_a_tick() {
+    std::thread::sleep(std::time::Duration::from_millis(20));
+}
+
+/// The filesystem's clock in `grant`: the device and ctime of a file made
+/// there now (a scratch name, removed at once).
+fn probe(grant: &GrantedDir) -> Option<(u64, (i64, u32))> {
+    let name = sandbox_sync_driver::scratch::fresh();
+    drop(grant.create_exclusive(&name, 0o600).ok()?);
+    let e = grant.stat_change(&name, false);
+    let _ = grant.remove(&name);
+    let e = e.ok()?;
+    Some((e.metadata.device, (e.ctime_sec, e.ctime_nsec)))
+}
+
+/// Stores `facts` as the record of mapping `m`'s target (best effort: a
+/// host that cannot keep it only makes the next sync send more).
+pub fn store_facts(m: &FileMapping, facts: &Facts) {
+    let bytes = facts.encode();
+    if (bytes.len() as u64) <= sync_state::max_record_bytes() {
+        let _ = sync_state::store(&record_key(m), &bytes);
+    } else {
+        // Too big to keep: the old record no longer describes the target.
+        let _ = sync_state::store(&record_key(m), &[]);
+    }
 }

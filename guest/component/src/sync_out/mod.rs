@@ -11,6 +11,9 @@ mod toolbox;
 
 use std::collections::HashMap;
 
+use keep::Keeping;
+use sandbox_sync_core::incremental::{Facts, Token};
+
 use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::sandbox_path::{confine, normalize_remote_dir, split_parent};
 use sandbox_sync_core::script::{self, Marker, OutboundScript};
@@ -21,14 +24,17 @@ use sandbox_sync_core::KEEP_FILE_MIN;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::{
     EntryKind, FsError, GrantedDir,
 };
-use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{Compression, Execution};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
+    self, Compression, Execution,
+};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::sync_state;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     FileMapping, MappingKind, OperationResult, SyncError, SyncRequest,
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{exit, from_status, fs};
-use sandbox_sync_driver::extract::{expect_empty, stage_dir, stage_file, Kept, Pending};
+use sandbox_sync_driver::extract::{expect_empty, stage_dir, stage_file, Pending, Staged};
 use sandbox_sync_driver::io::{self, GuardedInput};
 use sandbox_sync_driver::plan::written_by_another;
 use sandbox_sync_driver::scratch::cleanup_if_killed;
@@ -46,6 +52,11 @@ struct Prepared<'a> {
     offered: bool,
     /// Mappings the program lists first, in order.
     listed: Vec<usize>,
+    /// The host's record of each listed mapping's target.
+    facts: HashMap<usize, Facts>,
+    /// The program before it was finished (a toolbox sandbox finishes it
+    /// once its listings were judged).
+    program: OutboundScript,
 }
 
 /// Validates the request and builds the program; `incremental`: list the
@@ -73,6 +84,15 @@ fn prepare<'a>(
     }
     let scratch = sandbox_sync_driver::scratch::fresh();
     let mut script = OutboundScript::new(&root, req.limits.timeout_ms, &scratch);
+    // Keeping takes the host's records. A directory is listed where its
+    // target holds anything, or where bytes cost a network link (the
+    // listing then makes the record the next sync keeps by).
+    let incremental = incremental && sync_state::max_record_bytes() > 0;
+    let remote = sandbox_exec::transfer_remote();
+    if remote {
+        script.zip_listings();
+    }
+    let mut facts = HashMap::new();
     // Every mapping's target: a file target that another mapping also
     // writes (a directory around it lands wholesale, or the same path
     // twice) is never kept, since what lands there depends on the order.
@@ -95,21 +115,25 @@ fn prepare<'a>(
             match m.kind {
                 MappingKind::File => {
                     let (_, base) = split_parent(&m.target_path);
+                    // Only a target big enough to be worth keeping: a
+                    // record a file costs a listing line and a stat.
                     let list = incremental
                         && !written_by_another(&all_targets, k)
                         && holds_big_file(targets[k], base, &m.target_path)?;
                     if list {
                         script.list_file(k, &source)?;
                         listed.push(k);
+                        facts.insert(k, keep::load_facts(m));
                     }
                     script.file(i, j, &source, list.then_some(k))?;
                 }
                 MappingKind::Directory => {
                     Excluder::new(&m.exclude)?;
-                    let list = incremental && holds_files(targets[k], &m.target_path)?;
+                    let list = incremental && (remote || holds_files(targets[k], &m.target_path)?);
                     if list {
                         script.list_dir(k, &source)?;
                         listed.push(k);
+                        facts.insert(k, keep::load_facts(m));
                     }
                     let keep = list.then_some(k);
                     script.dir(i, j, &source, m.follow_symlinks, &m.exclude, keep)?;
@@ -130,6 +154,7 @@ fn prepare<'a>(
             .map(|(source, dir)| (source.as_str(), *dir));
         script.offer_compression(offer, sample)?;
     }
+    let program = script.clone();
     let text = script.finish()?;
     Ok(Prepared {
         root,
@@ -138,8 +163,14 @@ fn prepare<'a>(
         text,
         offered: !offer.is_empty(),
         listed,
+        facts,
+        program,
     })
 }
+
+/// Most bytes read after the script could not be sent, to tell an output
+/// flood (past a small guard) from a sandbox that just went away.
+const SEND_FAILURE_DRAIN: u64 = 1 << 20;
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     if crate::toolbox::available() {
@@ -152,6 +183,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         text,
         offered,
         listed,
+        facts,
+        ..
     } = prepare(req, targets, codec::incremental())?;
 
     let started = sandbox_sync_driver::exec::start(
@@ -166,7 +199,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     // Every mapping is staged first and lands only once the whole stream
     // and the program's exit status are good: a stream that breaks later
     // must not leave earlier mappings replaced.
-    let mut staged: Vec<Pending<'_>> = Vec::new();
+    let mut staged: Vec<Landing<'_>> = Vec::new();
     let outcome = match fed {
         Ok(()) => receive(
             req,
@@ -177,20 +210,31 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                 stdin: &stdin,
                 offered,
                 listed: &listed,
+                facts: &facts,
+                decided: None,
             },
             &mut input,
             &mut current,
             &mut staged,
         ),
-        Err(e) => Err(SyncError::Transport(format!(
-            "failed to send the sync script: {e}"
-        ))),
+        // The sandbox stopped taking the script: what it wrote before it
+        // went may say why (an output flood is the guard's to report).
+        Err(e) => match input.drain_arrived(SEND_FAILURE_DRAIN) {
+            Err(limit) => Err(limit.into()),
+            Ok(()) => Err(SyncError::Transport(format!(
+                "failed to send the sync script: {e}"
+            ))),
+        },
     };
     let cut = input.was_cut();
+    let mut stdin = Some(stdin);
     if outcome.is_err() {
-        // Closing our end of stdout makes the sandbox's writer fail, so its
-        // script exits through its cleanup trap instead of being killed.
+        // Closing our end of stdout makes the sandbox's writer fail, and
+        // closing stdin ends a wait for an answer that will never come
+        // (the keep lists), so its script exits through its cleanup trap
+        // instead of being killed at the deadline.
         drop(input.into_inner());
+        drop(stdin.take());
     }
     let status = exec.finish();
     drop(stdin);
@@ -229,23 +273,80 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     land(results, staged)
 }
 
+/// A mapping staged, and what to record of it once it landed.
+struct Landing<'a> {
+    pending: Pending<'a>,
+    mapping: &'a FileMapping,
+    /// The listed sandbox files' tokens, by path (none: it was not listed).
+    tokens: Option<HashMap<String, Token>>,
+}
+
 /// Commits every staged mapping when the call succeeded, in order;
-/// otherwise (or from the first that fails) discards them.
+/// otherwise (or from the first that fails) discards them. Then records
+/// what the listed ones landed (see [`keep`]): what each staged tree or
+/// file is is read before the commit (nothing else can reach it there),
+/// and the facts after it (the commit unlinks the old tree, which moves
+/// the ctime of a file kept by a link), for the files still exactly as
+/// this sync put them, one clock tick later, so the probe's tick comes
+/// after every change the commit made.
 fn land(
     results: Result<Vec<OperationResult>, SyncError>,
-    staged: Vec<Pending<'_>>,
+    staged: Vec<Landing<'_>>,
 ) -> Result<Vec<OperationResult>, SyncError> {
-    let mut staged = staged.into_iter();
-    if results.is_ok() {
-        for pending in staged.by_ref() {
-            if let Err(e) = pending.commit() {
-                staged.for_each(Pending::discard);
-                return Err(e);
-            }
-        }
+    if results.is_err() {
+        staged.into_iter().for_each(|l| l.pending.discard());
+        return results;
     }
-    staged.for_each(Pending::discard);
+    let mut before = Vec::with_capacity(staged.len());
+    for l in &staged {
+        let grant = l.pending.grant();
+        before.push(match (&l.tokens, &l.pending.staged()) {
+            (None, _) => None,
+            (Some(tokens), Staged::Dir { staging }) => {
+                keep::staged_tree(grant, staging, tokens, &l.mapping.target_path)
+                    .ok()
+                    .map(Before::Tree)
+            }
+            (Some(_), Staged::File { tmp, .. }) => keep::staged_file(grant, tmp).map(Before::File),
+        });
+    }
+    let mut landed = Vec::with_capacity(staged.len());
+    let mut staged = staged.into_iter();
+    for l in staged.by_ref() {
+        let (grant, mapping, tokens) = (l.pending.grant(), l.mapping, l.tokens);
+        if let Err(e) = l.pending.commit() {
+            staged.for_each(|l| l.pending.discard());
+            return Err(e);
+        }
+        landed.push((grant, mapping, tokens));
+    }
+    if landed.iter().any(|(_, _, t)| t.is_some()) {
+        keep::wait_a_tick();
+    }
+    for ((grant, m, tokens), before) in landed.into_iter().zip(before) {
+        let Some(tokens) = tokens else { continue };
+        let facts = match before {
+            Some(Before::Tree(was)) => {
+                keep::tree_facts(grant, &tokens, &was, &m.target_path).unwrap_or_default()
+            }
+            Some(Before::File(was)) => {
+                let (_, base) = split_parent(&m.target_path);
+                tokens
+                    .get("f")
+                    .map(|&t| keep::file_fact(grant, base, t, was))
+                    .unwrap_or_default()
+            }
+            None => Facts::new(),
+        };
+        keep::store_facts(m, &facts);
+    }
     results
+}
+
+/// What a listed mapping's staged tree or file was before its commit.
+enum Before {
+    Tree(HashMap<String, keep::Landed>),
+    File(keep::Landed),
 }
 
 /// The exec, and what the program was asked to do besides streaming.
@@ -257,6 +358,11 @@ struct Channel<'a> {
     offered: bool,
     /// Directory mappings the program lists first, in order.
     listed: &'a [usize],
+    /// The host's record of each listed mapping's target.
+    facts: &'a HashMap<usize, Facts>,
+    /// What was kept, where the listings were judged before the program
+    /// ran (a toolbox sandbox's report).
+    decided: Option<Keeping>,
 }
 
 /// Whether a file mapping's target `base` (in its parent's grant) is a
@@ -281,16 +387,26 @@ fn holds_files(target: &GrantedDir, shown: &str) -> Result<bool, SyncError> {
 fn receive<'a>(
     req: &SyncRequest,
     targets: &[&'a GrantedDir],
-    mappings: &[(usize, usize, &FileMapping)],
+    mappings: &[(usize, usize, &'a FileMapping)],
     channel: Channel<'_>,
     input: &mut GuardedInput,
     current: &mut usize,
-    staged: &mut Vec<Pending<'a>>,
+    staged: &mut Vec<Landing<'a>>,
 ) -> Result<Vec<OperationResult>, SyncError> {
-    let mut kept: HashMap<usize, Vec<Kept>> = HashMap::new();
-    if !channel.listed.is_empty() {
-        kept = keep::exchange(input, channel.stdin, channel.listed, targets, mappings)?;
-    }
+    let mut keeping = match channel.decided {
+        Some(keeping) => keeping,
+        None if !channel.listed.is_empty() => keep::exchange(
+            input,
+            channel.stdin,
+            channel.listed,
+            targets,
+            mappings,
+            channel.facts,
+            req.limits.max_entries,
+        )?,
+        None => Keeping::default(),
+    };
+    let kept = std::mem::take(&mut keeping.kept);
     if channel.offered {
         match read_marker(input)? {
             Marker::Codec(None) => {}
@@ -340,7 +456,11 @@ fn receive<'a>(
                     stage_dir(input, targets[k], m, limits, kept)?
                 }
             };
-            staged.push(pending);
+            staged.push(Landing {
+                pending,
+                mapping: m,
+                tokens: keeping.tokens.remove(&k),
+            });
             results[i].files_transferred += files;
             results[i].bytes_transferred += bytes.unwrap_or(input.total() - before);
             k += 1;

@@ -5,18 +5,25 @@
 //! deletes the file as soon as the transfer has begun. Nothing lands
 //! before the whole stream validated; the output guard counts what
 //! crosses the wire as it streams.
+//!
+//! Incremental, a command cannot take the host's answer while it runs, so
+//! the listings come first, from a report command of their own: the host
+//! judges them as on a stream (see [`keep`](super::keep)) and the program
+//! carries its answer in its own text.
 
+use sandbox_sync_core::script::parse_outbound_report;
 use sandbox_sync_core::script::toolbox::{self as wrapper, Program, INLINE_MAX};
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     OperationResult, SyncError, SyncRequest,
 };
+use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{exit, from_status};
-use sandbox_sync_driver::extract::Pending;
 use sandbox_sync_driver::io::{self, GuardedInput};
 
-use super::{land, prepare, receive, Channel, Prepared};
+use super::keep::decide;
+use super::{land, prepare, receive, Channel, Landing, Prepared};
 use crate::toolbox::{self, WriteFailed};
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
@@ -27,8 +34,37 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         text,
         offered,
         listed,
-    } = prepare(req, targets, false)?;
+        facts,
+        program,
+    } = prepare(req, targets, codec::incremental())?;
     let limits = &req.limits;
+    let (text, decided) = match program.report_program(&sandbox_sync_driver::scratch::fresh())? {
+        None => (text, None),
+        Some(report) => {
+            let ran = toolbox::run_program(&report, limits.timeout_ms, limits.max_stderr_bytes)?;
+            let listings = exit(&ran.status)
+                .succeeded()
+                .then(|| parse_outbound_report(&ran.stdout))
+                .filter(|l| l.iter().map(|x| x.0).eq(listed.iter().copied()));
+            match listings {
+                Some(listings) => {
+                    let (answer, keeping) =
+                        decide(&listings, targets, &mappings, &facts, limits.max_entries)?;
+                    (program.finish_answered(&answer)?, Some(keeping))
+                }
+                // Nothing known (a source that does not exist yet, say):
+                // nothing kept, nothing recorded; the program says what
+                // is wrong.
+                None => {
+                    let answer = "0\n".repeat(listed.len());
+                    (
+                        program.finish_answered(answer.as_bytes())?,
+                        Some(Default::default()),
+                    )
+                }
+            }
+        }
+    };
     let base = root.trim_end_matches('/');
     let out = format!("{base}/{scratch}.out");
     let program_file = format!("{base}/{scratch}.sh");
@@ -80,7 +116,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let stdout = exec.stdout().map_err(SyncError::Transport)?;
     let mut input = GuardedInput::new(stdout, limits.max_output_bytes);
     let mut current = 0usize;
-    let mut staged: Vec<Pending<'_>> = Vec::new();
+    let mut staged: Vec<Landing<'_>> = Vec::new();
     let received = receive(
         req,
         targets,
@@ -90,6 +126,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             stdin: &stdin,
             offered,
             listed: &listed,
+            facts: &facts,
+            decided,
         },
         &mut input,
         &mut current,
@@ -111,7 +149,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         (Err(e), Ok(_)) => Err(e),
         (Ok(_), Ok(s)) => Err(SyncError::Transport(format!(
             "the download of the sync's output failed: {}",
-            String::from_utf8_lossy(&s.stderr)
+            toolbox::ended(&s, limits.timeout_ms)
         ))),
     };
     land(results, staged)

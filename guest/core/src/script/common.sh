@@ -66,10 +66,14 @@ _ss_mkdirs() {
   IFS=$_ss_ifs; set +f
 }
 _ss_S="$_ss_root/$_ss_scratch"
+_ss_state="$_ss_root/$_ss_statefile"
+_ss_rec=0
+_ss_keepS=
+_ss_pend=
+_ss_report=0
 mkdir -m 700 "$_ss_S" || _ss_die "$_ss_E_MKDIR" 'cannot create the scratch dir'
 _ss_tag=$_ss_scratch
 _ss_pending=
-_ss_now=
 _ss_watch=
 _ss_cp=
 _ss_zp=
@@ -83,21 +87,84 @@ _ss_nl='
 # The watchers' sleeps are KILLed for the same reason.
 _ss_cleanup() {
   [ -z "$_ss_watch" ] || kill -USR2 "$_ss_watch" 2>/dev/null
-  [ -z "$_ss_cp" ] || kill "$_ss_cp" 2>/dev/null
-  [ -z "$_ss_pending" ] || rm -rf "$_ss_pending"
+  [ -z "$_ss_cp" ] || _ss_stop "$_ss_cp" TERM
+  [ -z "$_ss_pending" ] || _ss_rmtree "$_ss_pending"
   # A compressor ends once its pipe has no writer: let it flush what it has.
   if [ -n "$_ss_zp" ]; then exec >/dev/null; wait "$_ss_zp"; fi
-  rm -rf "$_ss_S"
+  # A report hands its scratch (its listings) on to the program after it.
+  [ -n "$_ss_keepS" ] || _ss_rmtree "$_ss_S"
+}
+# Removes the tree $1, its read-only directories too: a sandbox user that
+# is not root cannot empty a directory it may not write (a Go module
+# cache, a read-only source). Each is opened before find reads it.
+_ss_rmtree() {
+  rm -rf "$1" 2>/dev/null && return 0
+  find "$1" -type d ! -perm -u+rwx -exec chmod u+rwx {} \; 2>/dev/null
+  rm -rf "$1"
+}
+# Scratch of earlier calls that ended without their cleanup (a SIGKILL, a
+# dropped connection, a restarted pod) is swept: a top-level reserved name
+# an hour old whose program is gone (each scratch dir names its program's
+# pid; a live one, or a pid reused since, keeps it). Never the state file;
+# never a name with a newline or a slash (a planted one could name a path
+# outside the remote dir).
+printf '%s\n' "$$" >"$_ss_S/pid" 2>/dev/null
+(cd -P "$_ss_root" 2>/dev/null && find . -maxdepth 1 -name "$_ss_reserved-*" ! -name "*$_ss_nl*" \
+  ! -name "$_ss_statefile" ! -name "$_ss_statefile.*" -mmin +60 -print 2>/dev/null) |
+  while IFS= read -r _ss_o; do
+    _ss_o=${_ss_o#./}
+    case $_ss_o in "$_ss_reserved"-*/* | "$_ss_statefile" | "$_ss_statefile".*) continue ;; "$_ss_reserved"-*) ;; *) continue ;; esac
+    _ss_id=${_ss_o#"$_ss_reserved"-}
+    _ss_p=$(cat "$_ss_root/$_ss_reserved-${_ss_id%%.*}/pid" 2>/dev/null) || _ss_p=
+    case $_ss_p in '' | *[!0-9]*) ;; *) [ ! -d "/proc/$_ss_p" ] || continue ;; esac
+    _ss_rmtree "$_ss_root/$_ss_o"
+  done
+# Post-upload commands run in a session of their own where the sandbox
+# has setsid (GNU, BusyBox): then a signal reaches everything a command
+# started, not only its shell.
+_ss_setsid=
+command -v setsid >/dev/null 2>&1 && _ss_setsid=setsid
+# Sends signal $2 to command $1: its whole process group where it has one.
+_ss_stop() {
+  if [ -n "$_ss_setsid" ]; then kill "-$2" "-$1" 2>/dev/null; else kill "-$2" "$1" 2>/dev/null; fi
+}
+# For a watcher (a subshell): sleeps $1 seconds (fractions too) a second
+# at a time, KILLing the current sleep on USR2, and fails once this
+# program is gone (the subshell's parent is no longer $$): a watcher never
+# outlives the program, even one KILLed before it could stop it.
+_ss_watchfor() {
+  trap 'kill -KILL "$_ss_ws" 2>/dev/null; exit 0' USR2
+  _ss_i=${1%%.*}; _ss_f=${1#"$_ss_i"}
+  while [ "$_ss_i" -gt 0 ]; do
+    sleep 1 & _ss_ws=$!
+    wait "$_ss_ws" || return 1
+    # Field 4 of /proc/self/stat: this subshell's parent.
+    _ss_x=; read -r _ss_y _ss_y _ss_y _ss_x _ss_y </proc/self/stat 2>/dev/null
+    [ -z "$_ss_x" ] || [ "$_ss_x" = "$$" ] || return 1
+    _ss_i=$((_ss_i - 1))
+  done
+  # The fraction; a sleep that takes none fires early, never late.
+  [ -z "$_ss_f" ] || { sleep "0$_ss_f" 2>/dev/null & _ss_ws=$!; wait "$_ss_ws"; }
+  return 0
 }
 trap _ss_cleanup EXIT
 trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM; trap 'exit "$_ss_E_DEADLINE"' USR1
 if [ -n "$_ss_deadline" ]; then
-  (trap 'kill -KILL "$_ss_ws" 2>/dev/null; exit 0' USR2
-   sleep "$_ss_deadline" & _ss_ws=$!
-   wait "$_ss_ws" && kill -USR1 $$) </dev/null >/dev/null 2>&1 &
+  (_ss_watchfor "$_ss_deadline" && kill -USR1 $$) </dev/null >/dev/null 2>&1 &
   _ss_watch=$!
 fi
 _ss_pin "$_ss_S" 9
+# Takes over what the report program run before this one left in its
+# scratch dir $1 (a toolbox sandbox: see InboundScript::report_program).
+_ss_adopt() {
+  _ss_a="$_ss_root/$1"
+  [ -d "$_ss_a" ] && [ ! -L "$_ss_a" ] || return 0
+  for _ss_e in "$_ss_a"/*; do
+    # Not its pid: this scratch dir names this program.
+    [ "${_ss_e##*/}" != pid ] && [ -f "$_ss_e" ] && [ ! -L "$_ss_e" ] && mv -f "$_ss_e" "$_ss_S/"
+  done
+  _ss_rmtree "$_ss_a"
+}
 # The transport codecs this sandbox can run, each after a space.
 _ss_caps() {
   for _ss_z in zstd gzip; do
@@ -105,9 +172,43 @@ _ss_caps() {
   done
   return 0
 }
-# Lists the regular files under directory $1 as "size mtime ctime mode
-# ./path" lines (`stat -c` works on GNU and BusyBox, `find -printf` does
-# not). Names with a newline are left out: such files are always sent.
+# Incremental sync keys its records on a file's identity: "device inode
+# size ctime", the ctime as `TZ=UTC0 stat -c %z` prints it (three words, to
+# the nanosecond on GNU and BusyBox; `stat -c` works on both, `find
+# -printf` does not). This lists the regular files under directory $1 as
+# "<identity> ./path" lines. Paths with a newline (in any component) are
+# left out: such files are always sent.
 _ss_files() {
-  (cd -P "$1" && find . -type f ! -name "*$_ss_nl*" -exec stat -c '%s %Y %Z %a %n' {} +) 2>/dev/null
+  (cd -P "$1" && TZ=UTC0 find . -type f ! -path "*$_ss_nl*" -exec stat -c '%d %i %s %z %n' {} +) 2>/dev/null
 }
+# The filesystem's clock, read off a file created in the scratch dir: its
+# device in _ss_pdev and its ctime in _ss_pct. An identity counts only
+# once it lies before this (a change in the same clock tick would not
+# move a ctime).
+_ss_probe() {
+  _ss_pdev=; _ss_pct=
+  : >"$_ss_S/P" 2>/dev/null || return 1
+  _ss_l=$(TZ=UTC0 stat -c '%d %z' "$_ss_S/P" 2>/dev/null) || return 1
+  rm -f "$_ss_S/P"
+  _ss_pdev=${_ss_l%% *}; _ss_pct=${_ss_l#* }
+}
+# True when the sandbox has every tool named.
+_ss_have() {
+  for _ss_t do command -v "$_ss_t" >/dev/null 2>&1 || return 1; done
+}
+# Over a network link (the host sets _ss_zlist=1) a listing of more than
+# 16 KiB goes gzipped where the sandbox has gzip: _ss_zip prints "zlist"
+# and gzips $1 into $_ss_S/Z; else it prints "list".
+_ss_zlist=0
+_ss_zip() {
+  if [ "$_ss_zlist" = 1 ] && command -v gzip >/dev/null 2>&1; then
+    _ss_x=$(wc -c <"$1") || _ss_x=0
+    if [ $((_ss_x)) -gt 16384 ] && gzip -1 -c <"$1" >"$_ss_S/Z" 2>/dev/null; then
+      printf zlist
+      return 0
+    fi
+  fi
+  printf list
+}
+# The tools an incremental sync-in's records take.
+_ss_canrecord() { _ss_have awk find stat; }

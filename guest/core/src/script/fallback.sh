@@ -32,11 +32,13 @@ _ss_fb_extract() {
   exec 8<&-
 }
 # Runs the $2-byte command on stdin in the confined cwd $1, with stdin
-# /dev/null, and exits with its status.
+# /dev/null, and exits with its status. In a session of its own where the
+# sandbox has setsid, as inbound.sh runs one: the cleanup trap's _ss_stop
+# signals its process group, so a timeout ends all it started.
 _ss_fb_cmd() {
   _ss_pin "$1" 8
   _ss_c=$(head -c "$2"; echo x); _ss_c=${_ss_c%x}
-  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec /bin/sh -c "$_ss_c" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &
+  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec $_ss_setsid /bin/sh -c "$_ss_c" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &
   _ss_cp=$!
   wait "$_ss_cp"; _ss_rc=$?; _ss_cp=
   exit "$_ss_rc"

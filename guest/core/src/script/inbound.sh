@@ -13,8 +13,20 @@ _ss_mkparent() {
   _ss_confine_ancestor "$1"
   _ss_mkdirs "$1"
 }
+# Lands the staged file $1 (f<k>) as $3 in directory $2 with mode $4 (a
+# kept one too: see _ss_keepf), and queues its fact.
 _ss_file() {
   _ss_mkparent "$2"
+  _ss_landed "$1" "$2/$3"
+  # -ef: see _ss_canon (dash, BusyBox, bash and mksh have it; without it
+  # the file is simply renamed into place).
+  # shellcheck disable=SC3013
+  if [ -e "/proc/self/fd/9/k$1" ] && [ "/proc/self/fd/9/$1" -ef "/proc/self/fd/8/$3" ]; then
+    # Kept, and still the very file: nothing to move.
+    rm -f "/proc/self/fd/9/$1"
+    exec 8<&-
+    return 0
+  fi
   [ -z "$4" ] || chmod "$4" "/proc/self/fd/9/$1" || _ss_die "$_ss_E_CHMOD" "chmod failed for $2/$3"
   _ss_pending="/proc/self/fd/8/$_ss_tag.$1"
   mv -f -T "/proc/self/fd/9/$1" "$_ss_pending" || _ss_die "$_ss_E_RENAME" "cannot stage into $2"
@@ -26,7 +38,7 @@ _ss_clear() {
   for _ss_e in "$1"/* "$1"/.[!.]* "$1"/..?*; do
     [ -e "$_ss_e" ] || [ -L "$_ss_e" ] || continue
     case ${_ss_e##*/} in "$_ss_reserved"*) continue ;; esac
-    rm -rf "$_ss_e" || _ss_die "$_ss_E_RENAME" "cannot remove ${_ss_e##*/} from the target"
+    _ss_rmtree "$_ss_e" || _ss_die "$_ss_E_RENAME" "cannot remove ${_ss_e##*/} from the target"
   done
 }
 # Moves every entry of $1 but provider scratch into $2.
@@ -43,9 +55,15 @@ _ss_move_all() {
 # move in, and a failure at any step moves everything back.
 _ss_dir_root() {
   _ss_pin "$_ss_root" 8
+  if [ -s "$_ss_S/K${1#d}" ]; then
+    _ss_merge "$1" "$_ss_rootarg" "$2" root
+    exec 8<&-
+    _ss_landed "${1#d}" "$_ss_rootarg"
+    return 0
+  fi
   _ss_aside="/proc/self/fd/9/$1.old"
   mkdir -m 700 "$_ss_aside" || _ss_die "$_ss_E_MKDIR" 'cannot create scratch for the old contents'
-  _ss_m=$(stat -c %a /proc/self/fd/8 2>/dev/null) || _ss_m=
+  _ss_m=$(stat -c %a /proc/self/fd/8/. 2>/dev/null) || _ss_m=
   if ! _ss_move_all /proc/self/fd/8 "$_ss_aside"; then
     _ss_move_all "$_ss_aside" /proc/self/fd/8
     _ss_die "$_ss_E_RENAME" 'cannot move the old contents of the remote dir aside (a mount point inside?)'
@@ -61,9 +79,18 @@ _ss_dir_root() {
     _ss_die "$_ss_E_RENAME" 'cannot move the new contents into the remote dir'
   fi
   exec 8<&-
+  _ss_landed "${1#d}" "$_ss_rootarg"
 }
 _ss_dir() {
   _ss_mkparent "$2"
+  # Something kept: the target is updated in place.
+  if [ -s "$_ss_S/K${1#d}" ] && [ -d "/proc/self/fd/8/$3" ] && [ ! -L "/proc/self/fd/8/$3" ]; then
+    _ss_pin "$2/$3" 8
+    _ss_merge "$1" "$2/$3" "$4"
+    exec 8<&-
+    _ss_landed "${1#d}" "$2/$3"
+    return 0
+  fi
   [ -z "$4" ] || chmod "$4" "/proc/self/fd/9/$1" || _ss_die "$_ss_E_CHMOD" "chmod failed for $2/$3"
   _ss_pending="/proc/self/fd/8/$_ss_tag.$1"
   mv -f -T "/proc/self/fd/9/$1" "$_ss_pending" || _ss_die "$_ss_E_RENAME" "cannot stage into $2"
@@ -76,24 +103,25 @@ _ss_dir() {
     _ss_die "$_ss_E_RENAME" "cannot rename onto $2/$3"
   fi
   _ss_pending=$_ss_old
-  rm -rf "$_ss_old" || _ss_die "$_ss_E_RENAME" "cannot remove the replaced $2/$3"
+  _ss_rmtree "$_ss_old" || _ss_die "$_ss_E_RENAME" "cannot remove the replaced $2/$3"
   _ss_pending=
   exec 8<&-
+  _ss_landed "${1#d}" "$2/$3"
 }
 _ss_cmd() {
   _ss_pin "$4" 8
   _ss_c=$(cat "/proc/self/fd/9/$3"; echo x) || _ss_die "$_ss_E_EXTRACT" 'cannot read a staged command'
   _ss_c=${_ss_c%x}
   rm -f /proc/self/fd/9/timeout
-  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec /bin/sh -c "$_ss_c" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &
+  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec $_ss_setsid /bin/sh -c "$_ss_c" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &
   _ss_cp=$!
   _ss_wp=
   if [ -n "$5" ]; then
-    (trap 'kill -KILL "$_ss_sp" 2>/dev/null; exit 0' USR2
-     sleep "$5" & _ss_sp=$!
-     wait "$_ss_sp" || exit 0
+    # At the timeout the command, and all it started, gets TERM, and KILL
+    # a second later.
+    (_ss_watchfor "$5" || exit 0
      : >/proc/self/fd/9/timeout
-     kill -TERM "$_ss_cp" 2>/dev/null; sleep 1; kill -KILL "$_ss_cp" 2>/dev/null) </dev/null >/dev/null 2>&1 &
+     _ss_stop "$_ss_cp" TERM; sleep 1; _ss_stop "$_ss_cp" KILL) </dev/null >/dev/null 2>&1 &
     _ss_wp=$!
   fi
   wait "$_ss_cp"; _ss_rc=$?
@@ -107,57 +135,232 @@ _ss_cmd() {
     printf '%s cmd %s %s %s 0\n' "$_ss_TAG" "$1" "$2" "$_ss_rc"; _ss_die "$_ss_E_COMMAND" "post-upload command failed (exit $_ss_rc)"
   fi
 }
-# Lists the regular files under target $2 of directory mapping $1 that a
-# re-sync may keep, as "size mtime ctime mode ./path" between two tagged
-# lines.
-# Names with a newline are left out (those files are always sent).
-_ss_list() {
-  printf '%s list %s\n' "$_ss_TAG" "$1"
-  if _ss_keepable && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
-    _ss_files "$_ss_r"
-    _ss_now=${_ss_now:-date}
-  fi
-  printf '%s listed %s\n' "$_ss_TAG" "$1"
+# Incremental sync-in. The state file holds a fact per file a sync-in
+# landed: "<identity> <token>", the identity as _ss_files prints it and the
+# token the host's name for what it sent. A file still exactly as landed
+# (same identity) holds what that token names.
+#
+# Lists every entry under directory $1 as "<type> <identity> ./path",
+# type f (a regular file), d or o (anything else); paths with a newline
+# are left out (they are never kept, and go before a merge). With $2 set
+# (the remote dir itself) provider scratch at the top is left out too.
+_ss_entries() {
+  if [ -n "${2-}" ]; then set -- "$1" ! -path "./$_ss_reserved*"; else set -- "$1"; fi
+  _ss_x=$1; shift
+  (cd -P "$_ss_x" && TZ=UTC0 find . ! -name . ! -path "*$_ss_nl*" "$@" -exec stat -c '%f %d %i %s %z %n' {} +) 2>/dev/null \
+    | LC_ALL=C awk '{ t = substr($1, 1, length($1) - 3); sub(/^[^ ]* /, (t == "8" ? "f " : t == "4" ? "d " : "o ")); print }'
 }
-# Reports the target $2 of file mapping $1 as "<TAG> file <k> size mtime
-# ctime mode" when it is a regular file inside the remote dir. The same
-# stat reads the scratch dir's ctime, which stands for the sandbox's clock
-# (read after the host sent the program, it bounds the clock's skew as
-# `date` would, without a fork of its own).
+# Joins the lines of _ss_entries on stdin with the state file's facts: the
+# files still exactly as a sync-in landed them go to $1 as "<token>
+# ./path" and to $2 as their identity lines; every regular file seen goes
+# to $3 as "device inode" (its old fact is replaced or dropped); every
+# entry goes to $4 as "<type> ./path" (what a merge prunes).
+_ss_join() {
+  LC_ALL=C awk -v state="$_ss_state" -v j="$1" -v i="$2" -v seen="$3" -v all="$4" '
+    BEGIN {
+      while ((getline l < state) > 0)
+        if (split(l, f, " ") == 7) fact[f[1] " " f[2]] = f[3] " " f[4] " " f[5] " " f[6] " " f[7]
+      printf "" > j; printf "" > i; printf "" > all
+    }
+    {
+      p = substr($0, length($1 $2 $3 $4 $5 $6 $7) + 8)
+      print $1 " " p > all
+      if ($1 != "f") next
+      k = $2 " " $3
+      print k >> seen
+      if (!(k in fact)) next
+      split(fact[k], v, " ")
+      if (v[1] != $4 || v[2] != $5 || v[3] != $6 || v[4] != $7) next
+      print v[5] " " p > j
+      print substr($0, 3) > i
+    }'
+}
+# Lists the files under target $2 of directory mapping $1 that are still
+# exactly as a sync-in landed them, as "<token> ./path" lines between two
+# tagged lines (kept as J$1, with their identities as I$1 and every entry
+# as A$1): "<TAG> list <k>", the lines, "<TAG> listed <k>"; or, gzipped
+# (see _ss_zip), "<TAG> zlist <k> <bytes>", that many bytes of gzip, then
+# "<TAG> listed <k>"; nothing where it lists nothing (no state, no
+# target). With $3 set the target is the remote dir itself.
+_ss_list() {
+  if [ "$_ss_rec" = 1 ] && [ -f "$_ss_state" ] && _ss_keepable && [ -d "$2" ] && [ ! -L "$2" ] \
+    && _ss_canon "$2" && _ss_in_root "$_ss_r" \
+    && _ss_entries "$_ss_r" "${3-}" | _ss_join "$_ss_S/J$1" "$_ss_S/I$1" "$_ss_S/N" "$_ss_S/A$1"; then
+    _ss_how=$(_ss_zip "$_ss_S/J$1")
+    if [ "$_ss_how" = zlist ]; then
+      _ss_n=$(wc -c <"$_ss_S/Z"); _ss_n=$((_ss_n))
+      printf '%s zlist %s %s\n' "$_ss_TAG" "$1" "$_ss_n"
+      cat "$_ss_S/Z"
+    else
+      printf '%s list %s\n' "$_ss_TAG" "$1"
+      cat "$_ss_S/J$1"
+    fi
+    printf '%s listed %s\n' "$_ss_TAG" "$1"
+  fi
+  # Nothing listed, nothing said: the host then keeps nothing there.
+  return 0
+}
+# Reports the target $2 of file mapping $1 as "<TAG> file <k> <token>" when
+# it is a regular file inside the remote dir still exactly as a sync-in
+# landed it (kept as JF$1 and IF$1).
 _ss_listf() {
-  if [ -f "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
-    _ss_l=$(stat -c '%s %Y %Z %a' "$_ss_r" "$_ss_S" 2>/dev/null) || return 0
-    printf '%s file %s %s\n' "$_ss_TAG" "$1" "${_ss_l%%"$_ss_nl"*}"
-    _ss_l=${_ss_l##*"$_ss_nl"}; _ss_l=${_ss_l#* }; _ss_l=${_ss_l#* }
-    [ "$_ss_now" = date ] || _ss_now=${_ss_l%% *}
+  if [ "$_ss_rec" = 1 ] && [ -f "$_ss_state" ] && [ -f "$2" ] && [ ! -L "$2" ] \
+    && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
+    { TZ=UTC0 stat -c 'f %d %i %s %z ./f' "$_ss_r" 2>/dev/null || return 0; } \
+      | _ss_join "$_ss_S/JF$1" "$_ss_S/IF$1" "$_ss_S/N" "$_ss_S/AF$1" || return 0
+    _ss_t=; read -r _ss_t _ss_x <"$_ss_S/JF$1" 2>/dev/null
+    [ -z "$_ss_t" ] || printf '%s file %s %s\n' "$_ss_TAG" "$1" "$_ss_t"
   fi
   return 0
 }
-# Reports the sandbox's clock once anything was listed.
-_ss_clock() {
-  [ "$_ss_now" != date ] || _ss_now=$(date +%s)
-  [ -z "$_ss_now" ] || printf '%s now %s\n' "$_ss_TAG" "$_ss_now"
-}
-# Files can be kept with GNU tar's -T or, elsewhere (BusyBox tar has no
-# -T), with cpio.
-_ss_keepable() { [ "$_ss_gnutar" = 1 ] || command -v cpio >/dev/null 2>&1; }
-# Keeps the files member k$1 names (unchanged since the listing) from
-# target $2 in the staged tree d$1, before it is promoted, with their modes
-# and mtimes: hard-linked with GNU cp (no byte is copied; rsync's
-# --link-dest does the same), else, or when linking fails (another
-# filesystem, tools without -d or --parents), copied. A file that vanished
-# meanwhile fails the sync.
+# A directory keeps its unchanged files in place: the merge takes cp's -a
+# and -l, xargs -0 and tr (GNU and BusyBox have them all).
+_ss_keepable() { _ss_have cp xargs tr; }
+# For directory mapping $1 (target $2): the files it listed but those the
+# host's member k$1 names (the host keeps nothing without one) stay where
+# they are, as K$1 (names) and KI$1 (their device and inode). With any,
+# the target is updated in place (_ss_merge) instead of replaced: nothing
+# it keeps is touched. A listing the host kept by but that is lost fails
+# the sync (the host did not send those files).
 _ss_keep() {
-  [ -s "/proc/self/fd/9/k$1" ] || return 0
+  [ -e "/proc/self/fd/9/k$1" ] || return 0
+  [ -e "$_ss_S/J$1" ] || _ss_die "$_ss_E_EXTRACT" "the listing of $2 was lost"
+  LC_ALL=C awk -v drop="/proc/self/fd/9/k$1" -v was="$_ss_S/I$1" -v kt="$_ss_S/KT$1" -v ki="$_ss_S/KI$1" '
+    function rel(l, f) { split(l, f, " "); return substr(l, length(f[1] f[2] f[3] f[4] f[5] f[6]) + 7) }
+    BEGIN {
+      while ((getline l < drop) > 0) d[l] = 1
+      while ((getline l < was) > 0) { split(l, f, " "); id[rel(l)] = f[1] " " f[2] }
+      printf "" > kt; printf "" > ki
+    }
+    { p = substr($0, 18); if (!(p in d)) { print p; print > kt; print id[p] > ki } }' "$_ss_S/J$1" >"$_ss_S/K$1" \
+    || _ss_die "$_ss_E_EXTRACT" "cannot read the keep list of $2"
+}
+# Keeps the target $2 of file mapping $1 where the host sent member kf$1
+# instead of its file: after checking it is still exactly as listed, it is
+# linked (copied across filesystems) into the scratch dir as f$1 and lands
+# like a sent file (see _ss_file), so whatever an earlier mapping of this
+# sync did to the path, it ends up as a full sync would leave it.
+_ss_keepf() {
+  [ -e "/proc/self/fd/9/kf$1" ] || return 0
+  _ss_w=; read -r _ss_w <"$_ss_S/IF$1" 2>/dev/null
   _ss_check "$2"
-  if [ "$_ss_gnutar" = 1 ]; then
-    (cd -P "$_ss_r" && exec xargs -d '\n' -r cp -l -P --parents -t "/proc/self/fd/9/d$1" -- <"/proc/self/fd/9/k$1") 2>/dev/null \
-      || { { (cd -P "$_ss_r" && exec tar -c -f - -T "/proc/self/fd/9/k$1") || : >/proc/self/fd/9/kfail; } \
-        | tar -x -p -o -f - -C "/proc/self/fd/9/d$1"; }
-  else
-    { (cd -P "$_ss_r" && exec cpio -o -H newc <"/proc/self/fd/9/k$1") 2>/dev/null || : >/proc/self/fd/9/kfail; } \
-      | (cd "/proc/self/fd/9/d$1" && umask 0 && exec cpio -i -d -m 2>/dev/null)
-  fi || _ss_die "$_ss_E_EXTRACT" "cannot keep the unchanged files of $2"
-  [ ! -e /proc/self/fd/9/kfail ] || _ss_die "$_ss_E_EXTRACT" "an unchanged file of $2 vanished"
-  rm -f "/proc/self/fd/9/k$1"
+  _ss_l=$(TZ=UTC0 stat -c '%d %i %s %z ./f' "$_ss_r" 2>/dev/null)
+  [ -n "$_ss_w" ] && [ "$_ss_l" = "$_ss_w" ] || _ss_die "$_ss_E_EXTRACT" "the unchanged file $2 changed during the sync"
+  rm -f "/proc/self/fd/9/f$1"
+  ln "$_ss_r" "/proc/self/fd/9/f$1" 2>/dev/null || cp -p "$_ss_r" "/proc/self/fd/9/f$1" \
+    || _ss_die "$_ss_E_EXTRACT" "cannot keep the unchanged file $2"
+}
+# Updates target $2 (a directory, pinned as fd 8 by the caller) in place
+# from the staged tree $1 (d<k>), keeping the files K<k> names, with mode
+# $3 (none: the staged tree's; $4 set, for the remote dir: the target's
+# own): first everything the listing saw (A<k>) that the new tree does not
+# hold goes (a file not kept, a directory the tree has not, anything
+# else; any name with a newline), then the staged tree is hard-linked in
+# (copied across filesystems) over what stays. Not atomic, as the contract
+# allows a directory mapping to be; a failure fails the sync, loudly.
+_ss_merge() {
+  _ss_k=${1#d}
+  if [ -n "$3" ]; then
+    chmod "$3" "/proc/self/fd/9/$1" || _ss_die "$_ss_E_CHMOD" "chmod failed for the staged $2"
+  elif [ -n "${4-}" ]; then
+    _ss_m=$(stat -c %a /proc/self/fd/8/.) && chmod "$_ss_m" "/proc/self/fd/9/$1" \
+      || _ss_die "$_ss_E_CHMOD" "chmod failed for the staged $2"
+  fi
+  (cd -P "/proc/self/fd/9/$1" && find . -type d) >"$_ss_S/D$_ss_k" \
+    || _ss_die "$_ss_E_EXTRACT" "cannot list the staged $2"
+  LC_ALL=C awk -v kept="$_ss_S/K$_ss_k" -v dirs="$_ss_S/D$_ss_k" '
+    BEGIN {
+      while ((getline l < kept) > 0) k[l] = 1
+      while ((getline l < dirs) > 0) d[l] = 1
+    }
+    {
+      p = substr($0, 3)
+      for (q = p; (i = match(q, /\/[^\/]*$/)) > 0; ) { q = substr(q, 1, i - 1); if (q in gone) next }
+      if (($1 == "f" && (p in k)) || ($1 == "d" && (p in d))) next
+      gone[p] = 1
+      print p
+    }' "$_ss_S/A$_ss_k" >"$_ss_S/G$_ss_k" || _ss_die "$_ss_E_EXTRACT" "cannot plan the update of $2"
+  if [ -n "${4-}" ]; then set -- "$1" "$2" "$3" ! -path "./$_ss_reserved*"; else set -- "$1" "$2" "$3"; fi
+  _ss_x=$1; _ss_y=$2; shift 3
+  # A directory the sandbox user may not write (see _ss_rmtree) is opened
+  # for the update; cp -a gives each its mode back.
+  (cd -P /proc/self/fd/8 && find . "$@" -type d ! -perm -u+rwx -exec chmod u+rwx {} \; \
+    && tr '\n' '\000' <"$_ss_S/G$_ss_k" | xargs -0 -r rm -rf -- \
+    && find . ! -name . "$@" -name "*$_ss_nl*" -prune -exec rm -rf -- {} +) \
+    || _ss_die "$_ss_E_RENAME" "cannot remove what $_ss_y no longer holds"
+  cp -a -l "/proc/self/fd/9/$_ss_x/." /proc/self/fd/8/ 2>/dev/null || cp -a "/proc/self/fd/9/$_ss_x/." /proc/self/fd/8/ \
+    || _ss_die "$_ss_E_RENAME" "cannot update $_ss_y in place"
+  _ss_rmtree "/proc/self/fd/9/$_ss_x" || _ss_die "$_ss_E_RENAME" "cannot remove the staged $_ss_y"
+}
+# Queues mapping $1 (target $2) to record once its operation's mappings
+# all landed (_ss_recop): the facts of what landed are read off the
+# promoted target, before any post-upload command runs.
+_ss_landed() {
+  _ss_pend="$_ss_pend $1"
+  eval "_ss_pt_$1=\$2"
+}
+# Records what the operation's mappings sent: for every file a directory
+# mapping sent (t<k>: "<token> ./path" lines) and a file mapping's file
+# (sent, tf<k>, or kept, JF<k>), a fact "<identity> <token>", once its
+# identity lies before the filesystem's clock. (A directory's kept files
+# were left as they were: their facts stand.) Landing changed the ctimes
+# of what it linked or unlinked: the clock is read a tick later, so those
+# count too.
+_ss_recop() {
+  [ "$_ss_rec" = 1 ] && [ -n "$_ss_pend" ] || { _ss_pend=; return 0; }
+  # Nothing sent (an unchanged tree): nothing to record, no tick to wait.
+  _ss_n=
+  for _ss_k in $_ss_pend; do
+    case $_ss_k in f*) _ss_n=1 ;; *) [ ! -s "/proc/self/fd/9/t$_ss_k" ] || _ss_n=1 ;; esac
+  done
+  [ -n "$_ss_n" ] || { _ss_pend=; return 0; }
+  sleep 0.02 2>/dev/null
+  _ss_probe || { _ss_pend=; return 0; }
+  for _ss_k in $_ss_pend; do
+    eval "_ss_x=\$_ss_pt_$_ss_k"
+    _ss_canon "$_ss_x" && _ss_in_root "$_ss_r" || continue
+    case $_ss_k in
+      f*)
+        _ss_t=
+        if [ -e "/proc/self/fd/9/k$_ss_k" ]; then
+          read -r _ss_t _ss_x <"$_ss_S/JF${_ss_k#f}" 2>/dev/null
+        else
+          read -r _ss_t _ss_x <"/proc/self/fd/9/t$_ss_k" 2>/dev/null
+        fi
+        [ -n "$_ss_t" ] || continue
+        _ss_l=$(TZ=UTC0 stat -c '%d %i %s %z' "$_ss_r" 2>/dev/null) || continue
+        printf '%s\n' "$_ss_l" | LC_ALL=C awk -v dev="$_ss_pdev" -v probe="$_ss_pct" -v t="$_ss_t" \
+          -v out="$_ss_S/F" '$1 == dev && ($4 " " $5 " " $6) < probe { print $0, t >> out }'
+        ;;
+      *)
+        [ -s "/proc/self/fd/9/t$_ss_k" ] || continue
+        (cd -P "$_ss_r" && LC_ALL=C awk '{ print substr($0, 18) }' "/proc/self/fd/9/t$_ss_k" | tr '\n' '\000' \
+          | TZ=UTC0 xargs -0 -r stat -c '%d %i %s %z %n' -- 2>/dev/null) \
+          | LC_ALL=C awk -v t="/proc/self/fd/9/t$_ss_k" -v dev="$_ss_pdev" -v probe="$_ss_pct" -v out="$_ss_S/F" '
+          BEGIN { while ((getline l < t) > 0) sent[substr(l, 18)] = substr(l, 1, 16) }
+          {
+            p = substr($0, length($1 $2 $3 $4 $5 $6) + 7)
+            if ($1 == dev && ($4 " " $5 " " $6) < probe && (p in sent)) print $1, $2, $3, $4, $5, $6, sent[p] >> out
+          }'
+        ;;
+    esac
+  done
+  _ss_pend=
+}
+# Writes the state file: the facts of this sync; the earlier ones of
+# files it kept; and the earlier ones of files it did not see. A failed
+# write only means more is sent next time.
+_ss_savestate() {
+  [ "$_ss_rec" = 1 ] && { [ -s "$_ss_S/F" ] || [ -s "$_ss_S/N" ]; } || return 0
+  cat "$_ss_S"/KI[0-9]* >"$_ss_S/KIall" 2>/dev/null
+  { cat "$_ss_state" 2>/dev/null; } | LC_ALL=C awk -v facts="$_ss_S/F" -v seen="$_ss_S/N" -v kept="$_ss_S/KIall" '
+    BEGIN {
+      while ((getline l < facts) > 0) { split(l, f, " "); k = f[1] " " f[2]; if (!(k in new)) n[++c] = k; new[k] = l }
+      while ((getline l < seen) > 0) gone[l] = 1
+      while ((getline l < kept) > 0) delete gone[l]
+    }
+    { split($0, f, " "); k = f[1] " " f[2]; if (!(k in new) && !(k in gone) && ++left <= 1000000) print }
+    END { for (i = 1; i <= c; i++) print new[n[i]] }' >"$_ss_S/state" 2>/dev/null \
+    && mv -f "$_ss_S/state" "$_ss_state" 2>/dev/null
+  return 0
 }

@@ -4,9 +4,10 @@
 //! one number: the length of the script that follows on stdin. The bootstrap
 //! reads exactly that many bytes (`head -c` where it is exact — GNU
 //! coreutils — else `dd bs=1`, which is exact everywhere but slow, fine for a
-//! script) and `eval`s it. For sync-in the archive follows the script and is
-//! read by one `head -c N | tar -x`, the last reader of stdin, because BusyBox
-//! `head` reads ahead. Nothing ever waits for stdin EOF.
+//! script) and `eval`s it. For sync-in the archive follows the script, read
+//! by the last reader of stdin: GNU tar itself (it stops at the end marker),
+//! other tars behind one `head -c N` (BusyBox `head` reads ahead, so nothing
+//! may read stdin after it). Nothing ever waits for stdin EOF.
 //!
 //! Every string spliced into script text is single-quoted by
 //! [`crate::quote::sh_quote`]; post-upload commands are not spliced at all:
@@ -28,8 +29,8 @@ mod protocol;
 pub mod toolbox;
 
 pub use protocol::{
-    choice_name, parse_caps, parse_listing, parse_marker, parse_status, Caps, Codec, Listed,
-    Listing, ListingParser, Marker, Status, TAG,
+    choice_name, gunzip, parse_caps, parse_listing, parse_marker, parse_outbound_report,
+    parse_status, Caps, Codec, Listing, ListingParser, Marker, Probe, Status, TooManyListed, TAG,
 };
 
 /// The constant `sh -c` program every exec starts with.
@@ -96,6 +97,7 @@ fn constants() -> String {
     }
     let _ = writeln!(s, "_ss_TAG={TAG}");
     let _ = writeln!(s, "_ss_reserved={}", crate::SCRATCH_PREFIX);
+    let _ = writeln!(s, "_ss_statefile={}", crate::STATE_FILE);
     s
 }
 
@@ -358,10 +360,15 @@ pub struct InboundScript {
     preflight: String,
     ops: String,
     compression: bool,
-    /// Listings of directory targets a re-sync may keep files from, and
-    /// the steps that keep them.
+    /// Listings of targets a re-sync may keep files from, and the steps
+    /// that keep them; whether what lands is recorded.
     listing: String,
     keeping: String,
+    record: bool,
+    zip: bool,
+    /// The report program's scratch dir, whose listings this one takes
+    /// over (a toolbox sandbox).
+    adopt: Option<String>,
 }
 
 impl InboundScript {
@@ -378,24 +385,33 @@ impl InboundScript {
             compression: false,
             listing: String::new(),
             keeping: String::new(),
+            record: false,
+            zip: false,
+            adopt: None,
         }
     }
 
     /// Lets directory mapping `k` (staged as `d<k>`) keep files its target
-    /// already holds: before extracting, the program lists the target's
-    /// regular files (`<TAG> list <k>`, then `<size> <mtime> <ctime> <mode>
-    /// ./<path>` lines, then `<TAG> listed <k>`; after all of them
-    /// `<TAG> now <seconds>`, the sandbox's clock; see
-    /// [`ListingParser`](super::ListingParser)); after it, the files named
-    /// in member `k<k>` are copied from the target into the staged tree,
-    /// which is then promoted as ever. The program then reads the archive's
-    /// length from the host's answer line.
+    /// already holds (see [`crate::incremental`]): before extracting, the
+    /// program lists the target's files still exactly as a sync-in landed
+    /// them (`<TAG> list <k>`, then `<token> ./<path>` lines, then `<TAG>
+    /// listed <k>`; see [`ListingParser`](super::ListingParser)). Where the
+    /// archive then brings a member `k<k>` (the listed names the host does
+    /// *not* keep, one a line) and anything is kept, the target is updated
+    /// in place: what the new tree does not hold goes, the staged tree is
+    /// linked in over what stays, and the kept files are not touched;
+    /// without one nothing is kept and the staged tree replaces the target
+    /// as ever. Once the operation landed, before its commands, the program
+    /// records a fact for every file the token member `t<k>` (`<token>
+    /// ./<path>` lines) names.
     ///
     /// # Errors
     /// When the target cannot be quoted (NUL).
     pub fn reuse_dir(&mut self, k: usize, target: &str) -> Result<(), Error> {
+        // The remote dir itself holds provider scratch, which is not its.
+        let root = if target == self.root { " root" } else { "" };
         let target = sh_quote(target)?;
-        let _ = writeln!(self.listing, "_ss_list {k} {target}");
+        let _ = writeln!(self.listing, "_ss_list {k} {target}{root}");
         let _ = writeln!(self.keeping, "_ss_keep {k} {target}");
         Ok(())
     }
@@ -434,19 +450,37 @@ impl InboundScript {
     }
 
     /// Lets file mapping `k` keep the file its target `target` already
-    /// holds: before extracting, the program reports the target's
-    /// `<TAG> file <k> <size> <mtime> <ctime> <mode>` when it is a regular
-    /// file inside the remote dir (see [`ListingParser`](super::ListingParser)),
-    /// and where the archive then brings a member `kf<k>` instead of the
-    /// staged file the target is left as it is. Call it right before the
-    /// mapping's [`Self::put_file`], which it makes conditional.
+    /// holds: before extracting, the program reports `<TAG> file <k>
+    /// <token>` when the target is a regular file inside the remote dir
+    /// still exactly as a sync-in landed it (see
+    /// [`ListingParser`](super::ListingParser)). Where the archive then
+    /// brings an empty member `kf<k>` instead of `f<k>`, the program
+    /// links the target, once checked, into the scratch dir as `f<k>`, and
+    /// [`Self::put_file`] lands it as it lands a sent file (so an earlier
+    /// mapping of the same sync that replaced the path through another
+    /// name changes nothing); a sent file's token rides in `tf<k>`.
     ///
     /// # Errors
     /// When the target cannot be quoted (NUL).
     pub fn reuse_file(&mut self, k: usize, target: &str) -> Result<(), Error> {
-        let _ = writeln!(self.listing, "_ss_listf {k} {}", sh_quote(target)?);
-        let _ = write!(self.ops, "[ -e /proc/self/fd/9/kf{k} ] || ");
+        let target = sh_quote(target)?;
+        let _ = writeln!(self.listing, "_ss_listf {k} {target}");
+        let _ = writeln!(self.keeping, "_ss_keepf {k} {target}");
         Ok(())
+    }
+
+    /// Lets the program record what it lands for the next sync-in to keep
+    /// (where the sandbox has the tools: `awk`, `find`, `stat`); it then
+    /// says `record` in its caps, and the host sends tokens.
+    pub fn record(&mut self) {
+        self.record = true;
+    }
+
+    /// Lets the program gzip a big listing (`zlist`, see
+    /// [`ListingParser`](super::ListingParser)): for a slow link, on a
+    /// stream (a toolbox's text answers cannot carry it).
+    pub fn zip_listings(&mut self) {
+        self.zip = true;
     }
 
     /// Replaces directory `parent/base` with the staged tree `staged`.
@@ -510,6 +544,8 @@ impl InboundScript {
         timeout_ms: Option<u64>,
     ) -> Result<(), Error> {
         let timeout = timeout_ms.map(seconds).unwrap_or_default();
+        // What the operation landed is recorded before any command runs.
+        self.ops.push_str("_ss_recop\n");
         let _ = writeln!(
             self.ops,
             "_ss_cmd {op} {k} {} {} {}",
@@ -522,6 +558,7 @@ impl InboundScript {
 
     /// Reports operation `op` as complete.
     pub fn op_done(&mut self, op: usize) {
+        self.ops.push_str("_ss_recop\n");
         let _ = writeln!(self.ops, "printf '%s op %s\\n' \"$_ss_TAG\" {op}");
     }
 
@@ -552,9 +589,11 @@ impl InboundScript {
     /// The report alone, as a program of its own, for a transport on which
     /// the host must have the report before it starts the program (a
     /// toolbox sandbox, whose commands take no stdin): the preflights, the
-    /// listings and the clock (see [`InboundScript::reuse_dir`]), then the
-    /// `caps` line. It changes nothing but its own scratch dir `scratch` (a
-    /// fresh name), which it removes. `None` when nothing is listed.
+    /// listings (see [`InboundScript::reuse_dir`]), then the `caps` line.
+    /// It changes nothing but its own scratch dir `scratch` (a fresh name),
+    /// which it leaves behind holding its listings for the program that
+    /// follows ([`InboundScript::finish_reported`]), or removes when it
+    /// fails. `None` when nothing is listed.
     ///
     /// # Errors
     /// When the root cannot be quoted or `scratch` is not a scratch name.
@@ -565,37 +604,57 @@ impl InboundScript {
         let mut s = preamble(&self.root, self.timeout_ms, scratch)?;
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
+        if self.record {
+            s.push_str("_ss_canrecord && _ss_rec=1\n");
+        }
         s.push_str(&self.listing);
         s.push_str(
-            "_ss_clock
-printf '%s caps%s\\n' \"$_ss_TAG\" \"$(_ss_caps)\"\n",
+            "_ss_c=$(_ss_caps); [ \"$_ss_rec\" = 0 ] || _ss_c=\"$_ss_c record\"
+printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_c\"
+_ss_keepS=1\n",
         );
         Ok(Some(s))
     }
 
     /// [`InboundScript::finish`] for a program whose report ran before it
-    /// ([`InboundScript::report_program`]): it lists nothing itself and
-    /// still keeps what the archive's keep lists name.
+    /// ([`InboundScript::report_program`] with scratch dir `report`): it
+    /// lists nothing itself, takes over the report's listings, and keeps
+    /// what the archive's members say as ever.
     ///
     /// # Errors
-    /// As [`InboundScript::finish`].
-    pub fn finish_reported(self, archive: bool, token: &str) -> Result<String, Error> {
+    /// As [`InboundScript::finish`], or when `report` is not a scratch name.
+    pub fn finish_reported(
+        mut self,
+        archive: bool,
+        token: &str,
+        report: &str,
+    ) -> Result<String, Error> {
+        check_scratch(report)?;
+        self.adopt = Some(report.to_owned());
         self.finish_with(archive, token, false)
     }
 
     fn finish_with(self, archive: bool, token: &str, lists: bool) -> Result<String, Error> {
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(INBOUND);
+        if let Some(report) = &self.adopt {
+            let _ = writeln!(s, "_ss_adopt {report}");
+        }
         s.push_str(&self.preflight);
+        if self.record {
+            s.push_str("_ss_canrecord && _ss_rec=1\n");
+        }
+        if self.zip {
+            s.push_str("_ss_zlist=1\n");
+        }
         if archive {
             let plain = format!(
                 "if [ \"$_ss_gnutar\" = 1 ]; then tar -x -b {blocking} -p -o -f - -C /proc/self/fd/9; \
 else head -c \"$_ss_len\" | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
                 blocking = crate::tar_write::RECORD / 512
             );
-            if lists && !self.listing.is_empty() {
+            if lists {
                 s.push_str(&self.listing);
-                s.push_str("_ss_clock\n");
             }
             let caps = if self.compression { "$(_ss_caps)" } else { "" };
             // GNU tar stops at the end marker: the host may then send
@@ -603,6 +662,7 @@ else head -c \"$_ss_len\" | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 
             let _ = writeln!(
                 s,
                 "_ss_codec={caps}; [ \"$_ss_gnutar\" = 1 ] && _ss_codec=\"$_ss_codec stream\"\n\
+[ \"$_ss_rec\" = 0 ] || _ss_codec=\"$_ss_codec record\"\n\
 printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
 read -r _ss_codec _ss_len || _ss_die 43 'the host sent no answer'\n\
 case $_ss_codec in\n\
@@ -619,12 +679,15 @@ esac"
             s.push_str(&self.keeping);
         }
         s.push_str(&self.ops);
+        if archive {
+            s.push_str("_ss_savestate\n");
+        }
         Ok(s)
     }
 }
 
 /// Builds the sync-out program: one framed tar stream per mapping on stdout.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct OutboundScript {
     root: String,
     timeout_ms: u64,
@@ -635,6 +698,7 @@ pub struct OutboundScript {
     /// Incremental: lists sources, then reads the host's keep lists.
     listing: String,
     answer: String,
+    zip: bool,
 }
 
 impl OutboundScript {
@@ -650,7 +714,15 @@ impl OutboundScript {
             codec: None,
             listing: String::new(),
             answer: String::new(),
+            zip: false,
         }
+    }
+
+    /// Lets the program gzip a big listing (a [`Marker::Listing`] with
+    /// `zipped`): for a slow link, on a stream (not in
+    /// [`Self::report_program`]'s text).
+    pub fn zip_listings(&mut self) {
+        self.zip = true;
     }
 
     /// Lets directory mapping `k` (the index among all mappings, with
@@ -770,17 +842,68 @@ impl OutboundScript {
     ///
     /// # Errors
     /// When the root cannot be quoted.
-    pub fn finish(mut self) -> Result<String, Error> {
+    pub fn finish(self) -> Result<String, Error> {
+        self.finish_with(None)
+    }
+
+    /// The listings alone, as a program of its own, for a transport on
+    /// which the host must answer before the program starts (a toolbox
+    /// sandbox, whose commands take no stdin): the listings
+    /// ([`Self::list_dir`], [`Self::list_file`]) as text, each between
+    /// `<TAG> list <k> <probe>` and `<TAG> listed <k>` lines (see
+    /// [`parse_outbound_report`](super::parse_outbound_report)), in a scratch dir
+    /// `scratch` of its own. `None` when nothing is listed.
+    ///
+    /// # Errors
+    /// When the root cannot be quoted or `scratch` is not a scratch name.
+    pub fn report_program(&self, scratch: &str) -> Result<Option<String>, Error> {
+        if self.listing.is_empty() {
+            return Ok(None);
+        }
+        let mut s = preamble(&self.root, self.timeout_ms, scratch)?;
+        s.push_str(OUTBOUND);
+        s.push_str("_ss_report=1\n");
+        s.push_str(KEEP_DETECT);
+        s.push_str(&self.listing);
+        Ok(Some(s))
+    }
+
+    /// [`Self::finish`] for a program whose listings a report program
+    /// printed ([`Self::report_program`]): it lists nothing, and takes the
+    /// host's `answer` (what it would have read from stdin: per listed
+    /// mapping a length line and that many bytes of names) from its own
+    /// text.
+    ///
+    /// # Errors
+    /// When the root or the answer cannot be quoted (NUL).
+    pub fn finish_answered(self, answer: &[u8]) -> Result<String, Error> {
+        self.finish_with(Some(answer))
+    }
+
+    fn finish_with(mut self, answer: Option<&[u8]>) -> Result<String, Error> {
         self.mark(&Marker::End);
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(OUTBOUND);
         if !self.listing.is_empty() {
-            s.push_str(
-                "_ss_ikeep=0
-[ \"$_ss_gnutar\" = 0 ] || case $(head --version 2>/dev/null) in *GNU*) _ss_ikeep=1 ;; esac
-",
-            );
-            s.push_str(&self.listing);
+            s.push_str(KEEP_DETECT);
+            match answer {
+                None => {
+                    if self.zip {
+                        s.push_str("_ss_zlist=1\n");
+                    }
+                    s.push_str(&self.listing);
+                }
+                Some(bytes) => {
+                    let text = std::str::from_utf8(bytes)
+                        .map_err(|_| Error::invalid("a keep list that is not UTF-8"))?;
+                    let _ = writeln!(
+                        s,
+                        "printf '%s' {} >\"$_ss_S/a\" || _ss_die \"$_ss_E_EXTRACT\" 'cannot write the keep lists'\n\
+exec <\"$_ss_S/a\"",
+                        sh_quote(text)?
+                    );
+                }
+            }
             s.push_str(&self.answer);
         }
         if let Some(codec) = &self.codec {
@@ -793,6 +916,15 @@ impl OutboundScript {
         Ok(s)
     }
 }
+
+/// Whether this sandbox can leave kept files out of its archive (GNU tar's
+/// `-X`, a `head` that reads exactly the host's answer, `find` and `stat`
+/// for the listing), and the filesystem's clock before any listing.
+const KEEP_DETECT: &str = "_ss_ikeep=0
+[ \"$_ss_gnutar\" = 0 ] || case $(head --version 2>/dev/null) in *GNU*) _ss_ikeep=1 ;; esac
+_ss_have find stat || _ss_ikeep=0
+_ss_oprobe
+";
 
 #[cfg(test)]
 mod tests {

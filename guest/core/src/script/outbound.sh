@@ -2,10 +2,13 @@ _ss_mark() { printf '%-511s\n' "$_ss_TAG $1"; }
 # The directory mapping whose keep list the next _ss_odir excludes.
 _ss_kf=
 # Incremental: frames the regular files of source $2 (directory mapping
-# $1) as one listing (a "list <k> <bytes> <now>" marker, the lines, zeros
-# to a whole block). Where the files cannot be kept (that takes GNU tar's
-# -X, and a head that reads exactly the host's answer) the listing is
-# empty.
+# $1) as one listing (a "list <k> <bytes> <probe>" marker, the
+# "<identity> ./path" lines of _ss_files, zeros to a whole block), the
+# probe being the filesystem's clock read before any file was listed
+# ("<device> <ctime>", or "-"): the host keeps a record of what landed
+# only for files whose identity lies before it. Where the files cannot be
+# kept (that takes GNU tar's -X, and a head that reads exactly the host's
+# answer) the listing is empty.
 _ss_olist() {
   : >"$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot create the listing'
   if [ "$_ss_ikeep" = 1 ] && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
@@ -17,18 +20,32 @@ _ss_olist() {
 _ss_olistf() {
   : >"$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot create the listing'
   if [ "$_ss_ikeep" = 1 ] && [ -f "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
-    _ss_l=$(stat -c '%s %Y %Z %a' "$_ss_r" 2>/dev/null) && printf '%s ./f\n' "$_ss_l" >"$_ss_S/l$1"
+    TZ=UTC0 stat -c '%d %i %s %z ./f' "$_ss_r" >"$_ss_S/l$1" 2>/dev/null || : >"$_ss_S/l$1"
   fi
   _ss_oframe "$1"
 }
-# Sends listing l$1 as one frame.
+# Reads the filesystem's clock for the listings, once, before the first.
+_ss_oprobe() {
+  _ss_probed=
+  if [ "$_ss_ikeep" = 1 ] && _ss_probe; then _ss_probed="$_ss_pdev $_ss_pct"; fi
+}
+# Sends listing l$1 as one frame, or, in a report program of its own (a
+# toolbox sandbox: _ss_report=1), as text between two tagged lines.
 _ss_oframe() {
-  _ss_n=$(wc -c <"$_ss_S/l$1") || _ss_die "$_ss_E_EXTRACT" 'cannot read the listing'
+  if [ "$_ss_report" = 1 ]; then
+    printf '%s list %s %s\n' "$_ss_TAG" "$1" "${_ss_probed:--}"
+    cat "$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
+    printf '%s listed %s\n' "$_ss_TAG" "$1"
+    return 0
+  fi
+  _ss_how=$(_ss_zip "$_ss_S/l$1")
+  [ "$_ss_how" = zlist ] && _ss_f="$_ss_S/Z" || _ss_f="$_ss_S/l$1"
+  _ss_n=$(wc -c <"$_ss_f") || _ss_die "$_ss_E_EXTRACT" 'cannot read the listing'
   _ss_n=$((_ss_n))
-  _ss_mark "list $1 $_ss_n $(date +%s)"
-  { cat "$_ss_S/l$1" && head -c $(((512 - _ss_n % 512) % 512)) /dev/zero; } \
+  _ss_mark "$_ss_how $1 $_ss_n ${_ss_probed:--}"
+  { cat "$_ss_f" && head -c $(((512 - _ss_n % 512) % 512)) /dev/zero; } \
     || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
-  rm -f "$_ss_S/l$1"
+  rm -f "$_ss_S/l$1" "$_ss_S/Z"
 }
 # Reads the host's answer for directory mapping $1: a line with a length,
 # then that many bytes of names (one a line) to leave out of its archive,
@@ -49,6 +66,15 @@ _ss_ofile() {
   exec 7<"$_ss_r" || _ss_die "$_ss_E_NOTREG" "REPLACED: cannot open $1"
   _ss_check /proc/self/fd/7
   [ -f /proc/self/fd/7 ] || _ss_die "$_ss_E_NOTREG" "NOTREG: $1 is not a regular file"
+  # GNU tar archives the pinned file itself, as member f: no link, no
+  # copy, and the file's ctime is left alone (a link would move it, and
+  # with it every incremental record of the file).
+  if [ "$_ss_gnutar" = 1 ]; then
+    (cd -P /proc/self/fd && exec tar -c -f - -h --transform='s|^7$|f|' 7) \
+      || _ss_die "$_ss_E_EXTRACT" "archiving $1 failed"
+    exec 7<&-
+    return 0
+  fi
   rm -f /proc/self/fd/9/f
   # A hard link to the pinned file names it for tar without copying it; a
   # copy where linking is refused (another filesystem, protected_hardlinks,

@@ -2,6 +2,8 @@
 //! status lines (sync-in) and 512-byte frame markers (sync-out), each
 //! starting with [`TAG`]. Formatting and parsing live together here.
 
+use crate::incremental::Token;
+
 /// Prefix of every status line and frame marker the scripts print.
 pub const TAG: &str = "SANDBOX-SYNC";
 
@@ -55,11 +57,15 @@ pub struct Caps {
     /// plain archive needs no length up front and the host may send while
     /// it still walks.
     pub streams: bool,
+    /// It records what lands for the next sync to keep (see
+    /// [`crate::incremental`]): the host sends its tokens.
+    pub records: bool,
 }
 
 /// Parses the inbound program's caps line (`<TAG> caps[ <word>]...`,
-/// without the newline): codec names, and `stream` (see
-/// [`Caps::streams`]). Words it does not know are skipped.
+/// without the newline): codec names, `stream` (see [`Caps::streams`])
+/// and `record` (see [`Caps::records`]). Words it does not know are
+/// skipped.
 pub fn parse_caps(line: &str) -> Option<Caps> {
     let mut w = line.split(' ');
     if w.next()? != TAG || w.next()? != "caps" {
@@ -69,38 +75,25 @@ pub fn parse_caps(line: &str) -> Option<Caps> {
     for word in w {
         match Codec::parse(word) {
             Some(c) => caps.codecs.push(c),
-            None => caps.streams |= word == "stream",
+            None => {
+                caps.streams |= word == "stream";
+                caps.records |= word == "record";
+            }
         }
     }
     Some(caps)
 }
 
-/// A regular file a sync-in target already holds, as the inbound program
-/// listed it (`stat -c '%s %Y %Z %a %n'`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Listed {
-    /// Size in bytes.
-    pub size: u64,
-    /// Modification time, seconds (the host's clock: tar landed it).
-    pub mtime: i64,
-    /// Status change time, seconds (the sandbox's clock): no earlier than
-    /// when the file landed.
-    pub ctime: i64,
-    /// Permission bits.
-    pub mode: u32,
-}
-
-/// What the inbound program reported of its targets: per directory
-/// mapping index, the files each holds by path relative to the target,
-/// and the sandbox's clock when it finished listing.
+/// What the inbound program reported of its targets: the files still
+/// exactly as a sync-in landed them, each with the host's token for what
+/// it sent (see [`crate::incremental`]).
 #[derive(Debug, Default)]
 pub struct Listing {
-    /// Files per directory mapping.
-    pub dirs: std::collections::BTreeMap<usize, std::collections::HashMap<String, Listed>>,
-    /// The target of each file mapping that holds a regular file.
-    pub files: std::collections::BTreeMap<usize, Listed>,
-    /// `date +%s` in the sandbox after the listings.
-    pub now: Option<i64>,
+    /// Per directory mapping index, its files by path relative to the
+    /// target.
+    pub dirs: std::collections::BTreeMap<usize, std::collections::HashMap<String, Token>>,
+    /// The target of each file mapping that holds such a file.
+    pub files: std::collections::BTreeMap<usize, Token>,
 }
 
 /// Parses the listings the inbound program prints before its codec line,
@@ -112,7 +105,7 @@ pub struct Listing {
 #[derive(Debug, Default)]
 pub struct ListingParser {
     done: Listing,
-    open: Option<(usize, std::collections::HashMap<String, Listed>)>,
+    open: Option<(usize, std::collections::HashMap<String, Token>)>,
 }
 
 impl ListingParser {
@@ -133,21 +126,17 @@ impl ListingParser {
                 true
             }
             (Some(TAG), Some("file"), Some(rest)) if self.open.is_none() => {
-                if let Some((k, entry)) = rest
+                if let Some((k, token)) = rest
                     .split_once(' ')
-                    .and_then(|(k, stat)| Some((k.parse().ok()?, listed_stat(stat)?)))
+                    .and_then(|(k, t)| Some((k.parse().ok()?, Token::parse(t)?)))
                 {
-                    self.done.files.insert(k, entry);
+                    self.done.files.insert(k, token);
                 }
                 true
             }
-            (Some(TAG), Some("now"), Some(t)) if self.open.is_none() => {
-                self.done.now = t.parse().ok();
-                true
-            }
-            _ => match (self.open.as_mut(), listed(line)) {
-                (Some((_, files)), Some((path, entry))) => {
-                    files.insert(path.to_owned(), entry);
+            _ => match (self.open.as_mut(), tokened(line)) {
+                (Some((_, files)), Some((path, token))) => {
+                    files.insert(path.to_owned(), token);
                     true
                 }
                 (Some(_), None) => true,
@@ -162,39 +151,137 @@ impl ListingParser {
     }
 }
 
-/// Parses a listing the outbound program framed in one piece (see
-/// [`Marker::Listing`]): the lines of [`ListingParser`] between its tagged
-/// lines. Lines that do not parse are skipped.
-pub fn parse_listing(bytes: &[u8]) -> std::collections::HashMap<String, Listed> {
-    bytes
-        .split(|&b| b == b'\n')
-        .filter_map(|line| listed(std::str::from_utf8(line).ok()?))
-        .map(|(path, entry)| (path.to_owned(), entry))
-        .collect()
+/// One `<token> ./<path>` line.
+fn tokened(line: &str) -> Option<(&str, Token)> {
+    let (token, path) = line.split_once(' ')?;
+    let path = path.strip_prefix("./")?;
+    (!path.is_empty()).then_some((path, Token::parse(token)?))
 }
 
-/// One `<size> <mtime> <ctime> <mode> ./<path>` line.
-fn listed(line: &str) -> Option<(&str, Listed)> {
-    // The path is everything after the fourth space.
-    let mut at = 0;
-    for _ in 0..4 {
-        at += line[at..].find(' ')? + 1;
+/// A listing the sandbox gzipped (`zlist`), inflated; none when it is not
+/// gzip or inflates to more than `max` bytes (a bomb): its files are then
+/// simply sent.
+pub fn gunzip(data: &[u8], max: usize) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    let mut z = flate2::read::MultiGzDecoder::new(data);
+    let mut chunk = [0u8; 64 << 10];
+    loop {
+        let n = z.read(&mut chunk).ok()?;
+        if n == 0 {
+            return Some(out);
+        }
+        if out.len() + n > max {
+            return None;
+        }
+        out.extend_from_slice(&chunk[..n]);
     }
-    let entry = listed_stat(&line[..at - 1])?;
-    let path = line[at..].strip_prefix("./")?;
-    (!path.is_empty()).then_some((path, entry))
 }
 
-/// `<size> <mtime> <ctime> <mode>` (octal mode).
-fn listed_stat(stat: &str) -> Option<Listed> {
-    let mut w = stat.split(' ');
-    let entry = Listed {
-        size: w.next()?.parse().ok()?,
-        mtime: w.next()?.parse().ok()?,
-        ctime: w.next()?.parse().ok()?,
-        mode: u32::from_str_radix(w.next()?, 8).ok()?,
+/// The filesystem's clock as the outbound program read it before listing
+/// (see [`Marker::Listing`]): a new file's device and ctime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    /// Its device, as `stat -c %d` printed it.
+    pub device: String,
+    /// Its ctime, as `TZ=UTC0 stat -c %z` printed it.
+    pub ctime: String,
+}
+
+/// Parses a listing the outbound program framed in one piece (see
+/// [`Marker::Listing`]): `<device> <inode> <size> <ctime> ./<path>` lines,
+/// the ctime three words. Returns the token of each file whose identity
+/// lies before `probe` on the probe's filesystem (the others, and lines
+/// that do not parse, are simply sent and never recorded). Paths longer
+/// than `PATH_MAX` are sent too.
+///
+/// # Errors
+/// More than `max_files` files (the request's `max-entries`, which the
+/// archive could not pass either): the count it stopped at.
+pub fn parse_listing(
+    bytes: &[u8],
+    probe: Option<&Probe>,
+    max_files: usize,
+) -> Result<std::collections::HashMap<String, Token>, TooManyListed> {
+    let mut out = std::collections::HashMap::new();
+    let Some(probe) = probe else {
+        return Ok(out);
     };
-    w.next().is_none().then_some(entry)
+    for line in bytes.split(|&b| b == b'\n') {
+        let Some((path, token)) = std::str::from_utf8(line)
+            .ok()
+            .and_then(|l| identified(l, probe))
+            .filter(|(p, _)| p.len() <= PATH_MAX)
+        else {
+            continue;
+        };
+        if out.len() >= max_files {
+            return Err(TooManyListed(max_files));
+        }
+        out.insert(path.to_owned(), token);
+    }
+    Ok(out)
+}
+
+/// Linux's `PATH_MAX`: no longer path is ever kept.
+const PATH_MAX: usize = 4096;
+
+/// A listing of more files than a request may move.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the sandbox listed more than {0} files (max-entries)")]
+pub struct TooManyListed(pub usize);
+
+/// The listings an outbound report program printed as text (a toolbox
+/// sandbox's; see `OutboundScript::report_program`): per mapping, in
+/// order, its probe and its listing's bytes (as [`parse_listing`] reads
+/// them). A listing counts only once its closing line came.
+pub fn parse_outbound_report(output: &[u8]) -> Vec<(usize, Option<Probe>, Vec<u8>)> {
+    let mut done = Vec::new();
+    let mut open: Option<(usize, Option<Probe>, Vec<u8>)> = None;
+    for line in output.split_inclusive(|&b| b == b'\n') {
+        let text = std::str::from_utf8(line).unwrap_or("");
+        let mut w = text.trim_end_matches('\n').split(' ');
+        match (w.next(), w.next(), w.next()) {
+            (Some(TAG), Some("list"), Some(k)) => {
+                let probe = match (w.next(), w.next(), w.next(), w.next(), w.next()) {
+                    (Some(device), Some(date), Some(time), Some(zone), None) if device != "-" => {
+                        Some(Probe {
+                            device: device.to_owned(),
+                            ctime: format!("{date} {time} {zone}"),
+                        })
+                    }
+                    _ => None,
+                };
+                open = k.parse().ok().map(|k| (k, probe, Vec::new()));
+            }
+            (Some(TAG), Some("listed"), Some(k)) => {
+                if let Some(o) = open.take().filter(|o| k.parse() == Ok(o.0)) {
+                    done.push(o);
+                }
+            }
+            _ => {
+                if let Some((_, _, bytes)) = open.as_mut() {
+                    bytes.extend_from_slice(line);
+                }
+            }
+        }
+    }
+    done
+}
+
+/// One listed line's path and token, if its identity counts.
+fn identified<'l>(line: &'l str, probe: &Probe) -> Option<(&'l str, Token)> {
+    let mut w = line.splitn(7, ' ');
+    let (dev, ino, size) = (w.next()?, w.next()?, w.next()?);
+    let (date, time, zone) = (w.next()?, w.next()?, w.next()?);
+    let path = w.next()?.strip_prefix("./")?;
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if path.is_empty() || !numeric(dev) || !numeric(ino) || !numeric(size) {
+        return None;
+    }
+    let ctime = format!("{date} {time} {zone}");
+    (dev == probe.device && crate::incremental::ctime_before(&ctime, &probe.ctime))
+        .then(|| (path, crate::incremental::outbound(dev, ino, &ctime)))
 }
 
 /// A frame marker the outbound program prints between tar streams.
@@ -215,16 +302,19 @@ pub enum Marker {
     /// The program finished.
     End,
     /// Incremental sync-out: the next `len` bytes (then zeros to a whole
-    /// block) list the regular files of directory mapping `mapping` (the
-    /// index among all mappings), as [`parse_listing`] reads them; `now` is
-    /// the sandbox's clock when it listed them.
+    /// block) list the regular files of mapping `mapping` (the index among
+    /// all mappings), as [`parse_listing`] reads them; `probe` is the
+    /// filesystem's clock before they were listed (none: the program could
+    /// not read it, and nothing listed counts).
     Listing {
         /// Mapping index among all the request's mappings.
         mapping: usize,
         /// Bytes of listing that follow.
         len: u64,
-        /// `date +%s` in the sandbox.
-        now: i64,
+        /// The probe.
+        probe: Option<Probe>,
+        /// The bytes are the listing gzipped (`zlist`; see [`gunzip`]).
+        zipped: bool,
     },
 }
 
@@ -236,7 +326,18 @@ impl Marker {
             Marker::OpDone(op) => format!("op {op}"),
             Marker::End => "end".to_owned(),
             Marker::Codec(c) => format!("codec {}", choice_name(*c)),
-            Marker::Listing { mapping, len, now } => format!("list {mapping} {len} {now}"),
+            Marker::Listing {
+                mapping,
+                len,
+                probe,
+                zipped,
+            } => {
+                let how = if *zipped { "zlist" } else { "list" };
+                match probe {
+                    Some(p) => format!("{how} {mapping} {len} {} {}", p.device, p.ctime),
+                    None => format!("{how} {mapping} {len} -"),
+                }
+            }
         }
     }
 }
@@ -254,11 +355,25 @@ pub fn parse_marker(block: &[u8]) -> Option<Marker> {
         return None;
     }
     let m = match (words.next()?, words.next(), words.next()) {
-        ("list", Some(mapping), Some(len)) => Marker::Listing {
-            mapping: mapping.parse().ok()?,
-            len: len.parse().ok()?,
-            now: words.next()?.parse().ok()?,
-        },
+        (how @ ("list" | "zlist"), Some(mapping), Some(len)) => {
+            let (mapping, len) = (mapping.parse().ok()?, len.parse().ok()?);
+            let probe = match words.next()? {
+                "-" => None,
+                device => {
+                    let ctime = [words.next()?, words.next()?, words.next()?].join(" ");
+                    Some(Probe {
+                        device: device.to_owned(),
+                        ctime,
+                    })
+                }
+            };
+            Marker::Listing {
+                mapping,
+                len,
+                probe,
+                zipped: how == "zlist",
+            }
+        }
         ("map", Some(op), Some(map)) => Marker::Mapping {
             op: op.parse().ok()?,
             map: map.parse().ok()?,
@@ -314,6 +429,10 @@ mod tests {
 
     #[test]
     fn markers_round_trip() {
+        let probe = Probe {
+            device: "2049".into(),
+            ctime: "2026-12-01 23:43:04.220807597 +0000".into(),
+        };
         for m in [
             Marker::Mapping { op: 3, map: 17 },
             Marker::OpDone(2),
@@ -323,20 +442,34 @@ mod tests {
             Marker::Listing {
                 mapping: 4,
                 len: 1234,
-                now: 1_700_000_000,
+                probe: Some(probe.clone()),
+                zipped: false,
+            },
+            Marker::Listing {
+                mapping: 4,
+                len: 0,
+                probe: None,
+                zipped: true,
             },
         ] {
-            let text = match &m {
-                Marker::Listing { mapping, len, now } => {
-                    format!("{TAG} list {mapping} {len} {now}")
-                }
-                Marker::Mapping { op, map } => format!("{TAG} map {op} {map}"),
-                Marker::OpDone(op) => format!("{TAG} op {op}"),
-                Marker::End => format!("{TAG} end"),
-                Marker::Codec(c) => format!("{TAG} codec {}", choice_name(*c)),
-            };
-            let block = format!("{text:<511}\n");
+            let block = format!("{:<511}\n", format!("{TAG} {}", m.words()));
             assert_eq!(parse_marker(block.as_bytes()), Some(m));
+        }
+        let listing = format!(
+            "{:<511}\n",
+            "SANDBOX-SYNC list 4 12 2049 2026-12-01 23:43:04.2 +0000"
+        );
+        assert!(
+            matches!(parse_marker(listing.as_bytes()), Some(Marker::Listing { probe: Some(p), .. }) if p.ctime == "2026-12-01 23:43:04.2 +0000")
+        );
+        for bad in [
+            "SANDBOX-SYNC list 4 12",
+            "SANDBOX-SYNC list 4 12 2049 2026-12-01",
+            "SANDBOX-SYNC list 4 12 2049 2026-12-01 23:43:04.2 +0000 more",
+            "SANDBOX-SYNC list 4 12 - more",
+        ] {
+            let block = format!("{bad:<511}\n");
+            assert_eq!(parse_marker(block.as_bytes()), None, "{bad}");
         }
         assert_eq!(parse_marker(&[0u8; 512]), None);
         let bad = format!("{:<511}\n", "SANDBOX-SYNC map 1");
@@ -361,51 +494,81 @@ mod tests {
 
     #[test]
     fn listings_count_once_closed() {
-        let text = "SANDBOX-SYNC list 2\n\
-12 1700000000 1700000100 644 ./a b/c.txt\n\
+        let t = |n: u8| Token([n; 8]);
+        let text = format!(
+            "SANDBOX-SYNC list 2\n\
+{} ./a b/c.txt\n\
 junk line\n\
-5 1700000000 644 ./no-ctime\n\
-7 1700000001 1700000001 4755 ./x\n\
+0123 ./short-token\n\
+{} ./x\n\
+{} no-dot-slash\n\
 SANDBOX-SYNC listed 2\n\
-SANDBOX-SYNC now 1700000200\n\
 SANDBOX-SYNC list 3\n\
-1 1 1 644 ./cut-off\n";
+{} ./cut-off\n",
+            t(1).hex(),
+            t(2).hex(),
+            t(3).hex(),
+            t(4).hex()
+        );
         let mut p = ListingParser::default();
         for line in text.split('\n') {
             p.line(line);
         }
         let l = p.finish();
-        assert_eq!(l.now, Some(1_700_000_200));
         assert_eq!(l.dirs.len(), 1, "mapping 3 never closed");
         let files = &l.dirs[&2];
-        assert_eq!(
-            files["a b/c.txt"],
-            Listed {
-                size: 12,
-                mtime: 1_700_000_000,
-                ctime: 1_700_000_100,
-                mode: 0o644
-            }
-        );
-        assert_eq!(files["x"].mode, 0o4755);
+        assert_eq!(files["a b/c.txt"], t(1));
+        assert_eq!(files["x"], t(2));
         assert_eq!(files.len(), 2);
         let mut p = ListingParser::default();
         for line in [
-            "SANDBOX-SYNC file 4 12 1700000000 1700000100 600",
-            "SANDBOX-SYNC file 5 12 1700000000 1700000100",
-            "SANDBOX-SYNC file x 1 1 1 644",
+            format!("SANDBOX-SYNC file 4 {}", t(5).hex()),
+            "SANDBOX-SYNC file 5 12".to_owned(),
+            format!("SANDBOX-SYNC file x {}", t(6).hex()),
         ] {
-            assert!(p.line(line));
+            assert!(p.line(&line));
         }
         let l = p.finish();
         assert_eq!(l.files.len(), 1);
-        assert_eq!(l.files[&4].mode, 0o600);
-        let framed = parse_listing(
-            b"12 1700000000 1700000100 644 ./a b/c.txt\njunk\n\xff\xfe 1 1 644 ./x\n3 1 1 600 ./d/e",
+        assert_eq!(l.files[&4], t(5));
+    }
+
+    #[test]
+    fn gzipped_listings_inflate_within_their_bound() {
+        use std::io::Write as _;
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&vec![b'a'; 100_000]).unwrap();
+        let zipped = z.finish().unwrap();
+        assert_eq!(gunzip(&zipped, 100_000).map(|v| v.len()), Some(100_000));
+        assert_eq!(gunzip(&zipped, 99_999), None, "a bomb stops at its bound");
+        assert_eq!(gunzip(b"not gzip", 1000), None);
+    }
+
+    #[test]
+    fn outbound_listings_count_only_identities_before_the_probe() {
+        let probe = Probe {
+            device: "2049".into(),
+            ctime: "2026-12-01 23:43:04.500000000 +0000".into(),
+        };
+        let listing = b"2049 11 12 2026-12-01 23:43:04.400000000 +0000 ./a b/c.txt\n\
+2049 12 12 2026-12-01 23:43:04.500000000 +0000 ./racy\n\
+2050 13 12 2026-12-01 23:43:04.000000000 +0000 ./other-fs\n\
+2049 14 x 2026-12-01 23:43:04.000000000 +0000 ./bad-size\n\
+junk\n\
+\xff\xfe 1 1 2026-12-01 23:43:04.000000000 +0000 ./x\n\
+2049 15 0 2026-12-01 23:43:03.999999999 +0000 ./d/e";
+        let got = parse_listing(listing, Some(&probe), 2).unwrap();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(
+            parse_listing(listing, Some(&probe), 1),
+            Err(TooManyListed(1))
         );
-        assert_eq!(framed.len(), 2);
-        assert_eq!(framed["a b/c.txt"], files["a b/c.txt"]);
-        assert_eq!(framed["d/e"].mode, 0o600);
+        assert_eq!(
+            got["a b/c.txt"],
+            crate::incremental::outbound("2049", "11", "2026-12-01 23:43:04.400000000 +0000")
+        );
+        assert!(got.contains_key("d/e"));
+        assert!(parse_listing(listing, None, 0).unwrap().is_empty());
     }
 
     #[test]
@@ -416,10 +579,11 @@ SANDBOX-SYNC list 3\n\
         );
         assert_eq!(parse_caps("SANDBOX-SYNC caps"), Some(Caps::default()));
         assert_eq!(
-            parse_caps("SANDBOX-SYNC caps gzip stream"),
+            parse_caps("SANDBOX-SYNC caps gzip stream record"),
             Some(Caps {
                 codecs: vec![Codec::Gzip],
-                streams: true
+                streams: true,
+                records: true,
             })
         );
         assert_eq!(parse_caps("SANDBOX-SYNC op 1"), None);
