@@ -44,10 +44,28 @@ impl SyncError {
 
 impl fmt::Display for SyncError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error[{}]: {}", self.kind, self.message)?;
+        write!(f, "error[{}]: {}", self.kind, Printable(&self.message))?;
         if let Some(c) = &self.command {
             if !c.stderr.is_empty() {
-                write!(f, ": {}", c.stderr.replace('\n', " | "))?;
+                write!(f, ": {}", Printable(&c.stderr.replace('\n', " | ")))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Text with its control characters escaped (`\r`, `\u{1b}`): messages
+/// carry file names and the sandbox's stderr, and neither may drive the
+/// terminal they are printed on.
+struct Printable<'a>(&'a str);
+
+impl fmt::Display for Printable<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
             }
         }
         Ok(())
@@ -76,5 +94,25 @@ impl From<wit::SyncError> for SyncError {
             W::Transport(m) => SyncError::new(ErrorKind::Transport, m),
             W::Io(m) => SyncError::new(ErrorKind::Io, m),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_never_reach_the_terminal_raw() {
+        let mut e = SyncError::new(ErrorKind::Io, "failed to write back/Icon\r: \u{1b}[2J");
+        e.command = Some(CommandDetails {
+            operation_id: "op".into(),
+            exit_code: Some(1),
+            timed_out: false,
+            stderr: "one\ntwo\u{7}\n".into(),
+        });
+        assert_eq!(
+            e.to_string(),
+            "error[io]: failed to write back/Icon\\r: \\u{1b}[2J: one | two\\u{7} | "
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! One sync call end to end: grant directories, instantiate, call, account.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -51,10 +51,14 @@ pub struct SyncOptions {
     pub guest_memory_bytes: usize,
     /// Transport compression.
     pub compress: Compress,
-    /// Sync-in keeps target files whose size, mtime (to the nanosecond)
-    /// and mode match the source instead of sending them (on by default;
-    /// see ARCHITECTURE.md, incremental sync-in).
+    /// Syncs keep target files that are exactly what the last sync landed
+    /// and whose source has not changed since, instead of sending them
+    /// (on by default; see ARCHITECTURE.md, incremental sync).
     pub incremental: bool,
+    /// Where incremental sync-out keeps its account of what it landed
+    /// (default: `records/` beside the compile cache; none: it keeps
+    /// nothing between calls).
+    pub records: Option<crate::records::RecordStore>,
 }
 
 /// Transport compression, as asked for (`--compress`, `compress`).
@@ -132,6 +136,7 @@ impl SyncOptions {
             guest_memory_bytes: crate::state::GUEST_MEMORY_BYTES,
             compress: Compress::Auto,
             incremental: true,
+            records: crate::records::RecordStore::default_location(),
         }
     }
 
@@ -222,7 +227,7 @@ impl Runtime {
     }
 
     /// One sync call in `dir`: grants, a fresh store, the call under its
-    /// hard deadline.
+    /// hard deadline. A failed call leaves no host directory it created.
     ///
     /// # Errors
     /// As [`Runtime::sync_in`].
@@ -232,6 +237,24 @@ impl Runtime {
         ops: &[SyncOperation],
         opts: &SyncOptions,
         backend: Arc<dyn ExecBackend>,
+    ) -> Result<SyncOutcome, SyncFailure> {
+        let mut created = Vec::new();
+        let result = self
+            .sync_granted(dir, ops, opts, backend, &mut created)
+            .await;
+        if result.is_err() {
+            remove_created(&created);
+        }
+        result
+    }
+
+    async fn sync_granted(
+        &self,
+        dir: Direction,
+        ops: &[SyncOperation],
+        opts: &SyncOptions,
+        backend: Arc<dyn ExecBackend>,
+        created: &mut Vec<PathBuf>,
     ) -> Result<SyncOutcome, SyncFailure> {
         let fail = |error: SyncError| SyncFailure { error, execs: 0 };
         if backend.toolbox().is_some() && !self.info().capabilities.iter().any(|c| c == "toolbox") {
@@ -244,14 +267,17 @@ impl Runtime {
                 ),
             )));
         }
-        let grants = grant_all(dir, ops, opts).map_err(fail)?;
+        let grants = grant_all(dir, ops, opts, created).map_err(fail)?;
         let started = tokio::time::Instant::now();
         let timeout = opts.timeout.min(crate::exec::MAX_TIMEOUT);
         let policy = opts.compress.policy(backend.as_ref());
+        let remote = !backend.is_local();
         let state = ShimState::new(backend, opts.guest_memory_bytes)
             .with_exec_deadline(started + timeout + EXEC_GRACE)
             .with_compression(policy)
-            .with_incremental(opts.incremental);
+            .with_incremental(opts.incremental)
+            .with_remote(remote)
+            .with_records(opts.records.clone());
         let (mut store, provider) = self.instantiate(state).await.map_err(|e| {
             fail(SyncError::new(
                 ErrorKind::Transport,
@@ -347,9 +373,28 @@ impl Runtime {
                     (timeout + HOST_GRACE).as_millis()
                 ),
             ))),
+            // Memory the store refused is the limit that ended the call,
+            // whatever the guest made of the failed allocation.
+            Ok(Err(_)) | Ok(Ok(Err(_))) if store.data().limits.refused().is_some() => {
+                Err(failed(SyncError::new(
+                    ErrorKind::LimitExceeded,
+                    format!(
+                        "the provider component needed more than its {} MiB of memory \
+                         (lower --max-entries or --max-metadata-bytes to fail sooner)",
+                        opts.guest_memory_bytes >> 20
+                    ),
+                )))
+            }
+            // So is a cap the host enforced on what the other side sent.
+            Ok(Err(_)) | Ok(Ok(Err(_))) if store.data().host_limit.is_some() => {
+                Err(failed(SyncError::new(
+                    ErrorKind::LimitExceeded,
+                    store.data().host_limit.clone().unwrap_or_default(),
+                )))
+            }
             Ok(Err(trap)) => Err(failed(SyncError::new(
                 ErrorKind::Transport,
-                format!("the provider component trapped: {trap:#}"),
+                format!("the provider component trapped: {}", trap.root_cause()),
             ))),
             Ok(Ok(Err(e))) => Err(failed(e.into())),
             Ok(Ok(Ok(results))) => Ok(SyncOutcome {
@@ -367,10 +412,14 @@ impl Runtime {
 /// source that is read as `tar -h` reads (`followSymlinks`, and a file
 /// mapping's own source) follows symlinks wherever they lead, unless
 /// `opts.confine_followed_symlinks`.
+///
+/// Sync-out creates a target's missing directories and notes each one in
+/// `created`, so a failed call can take them back ([`remove_created`]).
 fn grant_all(
     dir: Direction,
     ops: &[SyncOperation],
     opts: &SyncOptions,
+    created: &mut Vec<PathBuf>,
 ) -> Result<Vec<GrantedDir>, SyncError> {
     let mut out = Vec::new();
     for m in ops.iter().flat_map(|o| o.files.iter()) {
@@ -394,6 +443,13 @@ fn grant_all(
             })?,
         };
         if dir == Direction::Out {
+            let missing: Vec<PathBuf> = granted
+                .ancestors()
+                .take_while(|a| std::fs::symlink_metadata(a).is_err())
+                .map(Path::to_path_buf)
+                .collect();
+            // Deepest last: the order they are made in.
+            created.extend(missing.into_iter().rev());
             std::fs::create_dir_all(&granted).map_err(|e| {
                 SyncError::new(
                     ErrorKind::Io,
@@ -426,4 +482,14 @@ fn grant_all(
         out.push(g);
     }
     Ok(out)
+}
+
+/// Removes what [`grant_all`] created, deepest first, where it is still
+/// empty: a failed sync-out leaves no new host directory behind.
+fn remove_created(created: &[PathBuf]) {
+    for d in created.iter().rev() {
+        if let Err(e) = std::fs::remove_dir(d) {
+            tracing::debug!(dir = %d.display(), error = %e, "kept a directory the sync created");
+        }
+    }
 }

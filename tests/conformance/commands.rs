@@ -117,6 +117,45 @@ fn command_timeout(u: Env) {
     );
 }
 
+/// A timed-out command ends with everything it started (its children
+/// hold the exec's pipes otherwise, and run on): the call returns within
+/// the timeout and a small grace, and no process of it is left.
+fn a_timed_out_command_ends_with_all_it_started(u: Env) {
+    let sb = Sandbox::new(u);
+    // Durations no other test sleeps, to find its processes by.
+    let tag = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let mut c = cmd(
+        &format!("sleep 313.{tag} & sleep 317.{tag}; echo never"),
+        None,
+    );
+    c.timeout_ms = Some(500);
+    let t = std::time::Instant::now();
+    let err = sb
+        .sync_in(&[with_cmds(op("o", vec![]), vec![c])])
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(took < std::time::Duration::from_secs(4), "took {took:?}");
+    assert_eq!(err.error.kind, ErrorKind::CommandFailed, "{}", err.error);
+    assert!(
+        err.error.command.as_ref().is_some_and(|c| c.timed_out),
+        "{}",
+        err.error
+    );
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let left = std::process::Command::new("pgrep")
+        .args(["-f", &format!("^sleep 31[37]\\.{tag}$")])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "left running: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
 /// Commands read /dev/null, never the sync stream.
 fn command_stdin_is_dev_null(u: Env) {
     let sb = Sandbox::new(u);
@@ -176,6 +215,7 @@ fn quick_commands_never_time_out_falsely(u: Env) {
 }
 
 sandbox_sync_tests::for_each_userland!(
+    a_timed_out_command_ends_with_all_it_started,
     quick_commands_never_time_out_falsely,
     commands_run_in_order_after_upload,
     commands_are_verbatim,

@@ -3,24 +3,10 @@
 //! the plugin worker, against the fake toolbox.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use sandbox_sync_tests::*;
 use serde_json::{json, Value};
-
-/// The `sandbox-sync` binary cargo built beside this test.
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().and_then(|d| d.parent()).unwrap();
-    let bin = dir.join("sandbox-sync");
-    assert!(
-        bin.exists(),
-        "{} missing: build the workspace (cargo test builds it)",
-        bin.display()
-    );
-    bin
-}
 
 /// `out`, once its command succeeded (else its output is the message).
 fn succeeded(out: Output) -> Output {
@@ -42,7 +28,7 @@ fn daytona_sandbox() -> Sandbox {
 
 fn cli(sb: &Sandbox, args: &[&str]) -> Command {
     let server = sb.toolbox.as_ref().unwrap();
-    let mut c = Command::new(binary());
+    let mut c = Command::new(sandbox_sync_bin());
     c.args(args)
         .args(["--backend", "daytona", "--sandbox-id", &server.sandbox])
         .args(["--daytona-api-url", &server.api_url])
@@ -131,7 +117,7 @@ fn cp_and_doctor() {
     let src = sb.write_host("notes.txt", b"notes");
     let spec = format!("daytona:{}:{}", server.sandbox, sb.remote("notes.txt"));
     let cp = |from: &std::ffi::OsStr, to: &std::ffi::OsStr, flag: &str| {
-        let out = Command::new(binary())
+        let out = Command::new(sandbox_sync_bin())
             .arg("cp")
             .arg(from)
             .arg(to)
@@ -166,7 +152,7 @@ fn the_worker_drives_a_daytona_sandbox() {
     let sb = daytona_sandbox();
     let server = sb.toolbox.as_ref().unwrap();
     let src = sb.write_host("f.txt", b"from the worker");
-    let mut child = Command::new(binary())
+    let mut child = Command::new(sandbox_sync_bin())
         .arg("serve")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -46,6 +46,10 @@ const NAMES: &[&str] = &[
     "a*b",
     "[ab]",
     "back\\slash",
+    "Icon\r",
+    "t\tab",
+    "new\nline",
+    "esc\u{1b}[0m",
 ];
 const MODES: &[u32] = &[0o600, 0o644, 0o640, 0o700, 0o755, 0o444];
 

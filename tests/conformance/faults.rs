@@ -235,6 +235,53 @@ fn host_disk_full(u: Env) {
 
 sandbox_sync_tests::for_each_userland!(local: killed_mid_transfer, host_disk_full);
 
+mod swept {
+    use super::*;
+
+    /// Scratch of calls that ended without their cleanup (a SIGKILL, a
+    /// dropped connection) is swept by a later call: a reserved name an hour
+    /// old whose program is gone. A live call's scratch, a fresh one, the
+    /// incremental state and the remote dir's own files stay.
+    fn stale_scratch_is_swept(u: Env) {
+        let sb = Sandbox::new(u);
+        let remote = sb.remote_on_host("");
+        let two_hours_ago = std::time::SystemTime::now() - Duration::from_secs(2 * 3600);
+        // Written as the sandbox's user would have left them.
+        let scratch = |name: &str, pid: Option<u32>| {
+            sb.write_remote(&format!("{name}/staged"), b"x");
+            if let Some(pid) = pid {
+                sb.write_remote(&format!("{name}/pid"), format!("{pid}\n").as_bytes());
+            }
+            remote.join(name)
+        };
+        let plain = |name: &str| sb.write_remote(name, b"x");
+        // No pid can be this high (pid_max is at most 2^22).
+        let dead = scratch(".paperclip-upload-00000000000000d1", Some(4_194_305));
+        let dead_in = plain(".paperclip-upload-00000000000000d1.in");
+        let orphan = plain(".paperclip-upload-00000000000000d2.out");
+        // Pid 1 lives in every pid namespace a sandbox may run in.
+        let live = scratch(".paperclip-upload-00000000000000a1", Some(1));
+        let live_in = plain(".paperclip-upload-00000000000000a1.in");
+        let fresh = scratch(".paperclip-upload-00000000000000f1", None);
+        let state = plain(STATE_FILE);
+        let own = plain("notes.txt");
+        for p in [&dead, &dead_in, &orphan, &live, &live_in, &state, &own] {
+            set_mtime(p, two_hours_ago);
+        }
+        let src = sb.write_host("a.txt", b"alpha");
+        sb.sync_in(&[op("o", vec![file(&src, sb.remote("a.txt"))])])
+            .unwrap();
+        for gone in [&dead, &dead_in, &orphan] {
+            assert!(!gone.exists(), "{} was not swept", gone.display());
+        }
+        for kept in [&live, &live_in, &fresh, &state, &own] {
+            assert!(kept.exists(), "{} was swept", kept.display());
+        }
+    }
+
+    sandbox_sync_tests::for_each_userland!(stale_scratch_is_swept);
+}
+
 /// A stream that breaks after a mapping's archive ended (found by the
 /// `sync_out_deadline` fuzz target): no mapping lands, not even the
 /// complete ones before the break; every mapping is committed only once

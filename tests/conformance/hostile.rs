@@ -3,7 +3,7 @@
 //! (`unsafe-archive` or `limit-exceeded`) and land nothing: no byte outside
 //! the target, nothing promoted into it, no special file, no set-id bit.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -22,12 +22,14 @@ fn hostile_root() -> &'static Path {
         let root = std::env::temp_dir().join(format!("sandbox-sync-hostile-{}", std::process::id()));
         std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::write(root.join("usr/local/bin/tar"), "#!/bin/sh\n# It passes for GNU tar (the program then trusts it most: excludes,\n# keep lists), and whatever it is asked, it writes the crafted archive.\ncase $1 in --version) echo 'tar (GNU tar) 1.35'; exit 0 ;; esac\nexec cat ./.evil.tar\n").unwrap();
+        std::fs::write(root.join("usr/local/bin/tar"), "#!/bin/sh\n# It passes for GNU tar (the program then trusts it most: excludes,\n# keep lists), and whatever it is asked, it writes the crafted archive\n# (unless its case is marked honest for now: then it is the real tar).\ncase $1 in --version) echo 'tar (GNU tar) 1.35'; exit 0 ;; esac\n[ ! -e ../../honest ] || exec /usr/bin/tar \"$@\"\n[ ! -e ../../slow ] || { sleep 1; exec /usr/bin/tar \"$@\"; }\nexec cat ./.evil.tar\n").unwrap();
         std::fs::set_permissions(root.join("usr/local/bin/tar"), std::fs::Permissions::from_mode(0o755)).unwrap();
         // A `find` that never returns in a directory holding `.hang`: an
-        // incremental listing that never comes.
+        // incremental listing that never comes; in one holding `.flood`,
+        // a listing of that many made-up files.
         std::fs::write(root.join("usr/local/bin/find"), "#!/bin/sh
 [ ! -e ./.hang ] || exec sleep 600
+[ ! -e ./.flood ] || { d=$(stat -c %d .); seq \"$(cat ./.flood)\" | exec sed \"s|.*|$d & 1 2000-01-01 00:00:00.000000000 +0000 ./f&|\"; }
 exec /usr/bin/find \"$@\"\n").unwrap();
         std::fs::set_permissions(root.join("usr/local/bin/find"), std::fs::Permissions::from_mode(0o755)).unwrap();
         root
@@ -163,7 +165,8 @@ fn run_with(
         let landed = audit(&c.host);
         assert_eq!(
             landed,
-            vec!["outside", "outside/victim", "target"],
+            // Not even the target directory the host made for the call.
+            vec!["outside", "outside/victim"],
             "{name}: something landed"
         );
         assert_eq!(
@@ -270,31 +273,123 @@ fn a_kept_file_sent_anyway_is_refused() {
     if !keeps_unchanged(GNU_LOCAL) {
         return;
     }
-    let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_600_000_000);
     let archive = hostile::end(hostile::file(b"ok", b"sandbox bytes"));
     let c = case(9998, &archive);
     let listed = c.base.join("workspace/src/ok");
     std::fs::write(&listed, b"fine").unwrap();
+    std::os::unix::fs::lchown(&listed, Some(SANDBOX_UID), Some(SANDBOX_UID)).unwrap();
     let target = c.host.join("target");
-    std::fs::create_dir_all(&target).unwrap();
-    std::fs::write(target.join("ok"), b"fine").unwrap();
-    for p in [&listed, &target.join("ok")] {
-        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o644)).unwrap();
-        set_mtime(p, old);
-    }
     let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
     opts.incremental = true;
     let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
     let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
+    // Honest syncs first: the second (the target then holds files) lists
+    // and records what landed.
+    std::fs::write(c.base.join("honest"), b"").unwrap();
+    settle();
+    for _ in 0..2 {
+        block_on(runtime().sync_out(&ops, &opts, backend.clone())).expect("an honest sync-out");
+    }
+    std::fs::remove_file(c.base.join("honest")).unwrap();
     let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
     assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
     assert!(err.error.to_string().contains("ok"), "{}", err.error);
     assert_eq!(
         audit(&c.host),
-        ["outside", "outside/victim", "target", "target/ok"]
+        [
+            "outside",
+            "outside/victim",
+            "target",
+            "target/.evil.tar",
+            "target/ok"
+        ]
     );
     assert_eq!(std::fs::read(target.join("ok")).unwrap(), b"fine");
     let _ = std::fs::remove_dir_all(&c.base);
+}
+
+/// Issue 23, 5: a kept host file swapped for a symlink (to a file outside
+/// the target) after the host judged it unchanged and before it is linked
+/// into the new tree fails the call: nothing lands, no symlink, the file
+/// outside untouched.
+#[test]
+fn a_kept_file_swapped_for_a_symlink_fails_loud() {
+    if !keeps_unchanged(GNU_LOCAL) {
+        return;
+    }
+    let archive = hostile::end(hostile::file(b"ok", b"unused"));
+    let c = case(9996, &archive);
+    let listed = c.base.join("workspace/src/ok");
+    std::fs::write(&listed, b"fine").unwrap();
+    std::os::unix::fs::lchown(&listed, Some(SANDBOX_UID), Some(SANDBOX_UID)).unwrap();
+    let target = c.host.join("target");
+    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
+    opts.incremental = true;
+    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
+    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
+    std::fs::write(c.base.join("honest"), b"").unwrap();
+    settle();
+    for _ in 0..2 {
+        block_on(runtime().sync_out(&ops, &opts, backend.clone())).expect("an honest sync-out");
+    }
+    std::fs::remove_file(c.base.join("honest")).unwrap();
+    // The real tar, a second late: the host swaps the file meanwhile.
+    std::fs::write(c.base.join("slow"), b"").unwrap();
+    let swap = {
+        let (kept, victim) = (target.join("ok"), c.host.join("outside/victim"));
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            std::fs::remove_file(&kept).unwrap();
+            symlink(&victim, &kept).unwrap();
+        })
+    };
+    let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
+    swap.join().unwrap();
+    assert_eq!(err.error.kind, ErrorKind::SourceChanged, "{}", err.error);
+    assert!(
+        std::fs::symlink_metadata(target.join("ok"))
+            .unwrap()
+            .is_symlink(),
+        "the host's own swap stays"
+    );
+    assert_eq!(
+        std::fs::read(c.host.join("outside/victim")).unwrap(),
+        b"untouched"
+    );
+    let staged: Vec<_> = std::fs::read_dir(&target)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.starts_with(".paperclip-upload"))
+        .collect();
+    assert!(staged.is_empty(), "{staged:?}");
+    let _ = std::fs::remove_dir_all(&c.base);
+}
+
+/// An incremental sync-out of hostile case `n` into a target that holds a
+/// file, its sandbox `find` steered by `marker` (see `hostile_root`): the
+/// error, how long the call took, and what the host holds after it.
+fn listing_sync_out(
+    n: usize,
+    marker: (&str, &[u8]),
+    tune: impl FnOnce(&mut SyncOptions),
+) -> (SyncFailure, std::time::Duration, Vec<String>) {
+    let archive = hostile::end(hostile::file(b"ok", b"sandbox bytes"));
+    let c = case(n, &archive);
+    std::fs::write(c.base.join("workspace/src").join(marker.0), marker.1).unwrap();
+    let target = c.host.join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("old"), b"old").unwrap();
+    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
+    opts.incremental = true;
+    tune(&mut opts);
+    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
+    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
+    let started = std::time::Instant::now();
+    let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
+    let took = started.elapsed();
+    let held = audit(&c.host);
+    let _ = std::fs::remove_dir_all(&c.base);
+    (err, took, held)
 }
 
 /// Incremental sync-out: a listing that never comes (the sandbox's `find`
@@ -305,20 +400,9 @@ fn a_listing_that_never_comes_holds_the_deadline() {
     if !keeps_unchanged(GNU_LOCAL) {
         return;
     }
-    let archive = hostile::end(hostile::file(b"ok", b"sandbox bytes"));
-    let c = case(9997, &archive);
-    std::fs::write(c.base.join("workspace/src/.hang"), b"").unwrap();
-    let target = c.host.join("target");
-    std::fs::create_dir_all(&target).unwrap();
-    std::fs::write(target.join("old"), b"old").unwrap();
-    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
-    opts.incremental = true;
-    opts.timeout = std::time::Duration::from_secs(2);
-    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
-    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
-    let started = std::time::Instant::now();
-    let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
-    let took = started.elapsed();
+    let (err, took, held) = listing_sync_out(9997, (".hang", b""), |o| {
+        o.timeout = std::time::Duration::from_secs(2);
+    });
     assert!(
         took < std::time::Duration::from_secs(4),
         "{took:?}: {}",
@@ -332,11 +416,27 @@ fn a_listing_that_never_comes_holds_the_deadline() {
         "{}",
         err.error
     );
-    assert_eq!(
-        audit(&c.host),
-        ["outside", "outside/victim", "target", "target/old"]
-    );
-    let _ = std::fs::remove_dir_all(&c.base);
+    assert_eq!(held, ["outside", "outside/victim", "target", "target/old"]);
+}
+
+/// Incremental sync-out: a listing of more files than `max-entries` is
+/// refused as that limit (it once grew the guest's tables until the
+/// store's memory cap trapped it, reported as a wasm backtrace).
+#[test]
+fn a_listing_flood_trips_max_entries() {
+    if !keeps_unchanged(GNU_LOCAL) {
+        return;
+    }
+    let (err, took, held) = listing_sync_out(9995, (".flood", b"300000"), |o| {
+        o.max_entries = 100_000;
+        o.timeout = std::time::Duration::from_secs(60);
+    });
+    // The program, left waiting for its keep lists, is told there are
+    // none: the call ends now, not at its deadline.
+    assert!(took < std::time::Duration::from_secs(30));
+    assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
+    assert!(err.error.message.contains("max-entries"), "{}", err.error);
+    assert_eq!(held, ["outside", "outside/victim", "target", "target/old"]);
 }
 
 /// Issue 11.9: deep member paths imply one directory per component; the
@@ -374,7 +474,8 @@ fn implied_parents_count_against_max_entries() {
 
 /// Issue 11.9: a guest trap (here: out of memory, the entry limit set far
 /// above what the memory holds) leaves nothing: the host removes the
-/// staging the trapped component had filled.
+/// staging the trapped component had filled. The memory the store refused
+/// is what ended the call: `limit-exceeded`, one line, no wasm backtrace.
 #[test]
 fn a_guest_trap_leaves_no_staging() {
     let archive = hostile::many_files(60_000);
@@ -383,9 +484,11 @@ fn a_guest_trap_leaves_no_staging() {
         o.max_entries = 10_000_000;
     })
     .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
     assert!(
-        err.error.message.contains("trapped"),
-        "expected a trap: {}",
+        err.error.message.contains("more than its 6 MiB of memory")
+            && !err.error.message.contains('\n'),
+        "{}",
         err.error
     );
 }

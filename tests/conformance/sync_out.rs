@@ -71,7 +71,7 @@ fn directory_round_trip_preserves_links(u: Env) {
     let out = sb
         .sync_out(&[op("o", vec![dir_out(sb.remote("proj"), &target)])])
         .expect("sync-out");
-    assert_execs(out.execs, 1);
+    assert_execs(out.execs, incremental_sync_out_execs(u));
     assert!(out.operations[0].files_transferred >= 2);
     assert_eq!(
         std::fs::read(target.join("src/main.rs")).unwrap(),
@@ -118,7 +118,8 @@ fn directory_back_replaces_target(u: Env) {
     assert!(!target.join("stale.txt").exists());
 }
 
-/// Several operations and mappings, in order, in one exec.
+/// Several operations and mappings, in order, in one exec (after the
+/// listing, on a toolbox sandbox).
 fn many_operations_back_in_one_exec(u: Env) {
     let sb = Sandbox::new(u);
     let mut ops = Vec::new();
@@ -139,7 +140,7 @@ fn many_operations_back_in_one_exec(u: Env) {
         ));
     }
     let out = sb.sync_out(&ops).expect("sync-out");
-    assert_execs(out.execs, 1);
+    assert_execs(out.execs, incremental_sync_out_execs(u));
     assert_eq!(out.operations.len(), 10);
     assert_eq!(out.operations[9].files_transferred, 2);
     assert_eq!(std::fs::read(sb.host.join("files/f9")).unwrap(), b"9");
@@ -167,11 +168,7 @@ fn outbound_guard_fails_closed(u: Env) {
     d.exclude = None;
     let err = sb.sync_out_with(&[op("o", vec![d])], &opts).unwrap_err();
     assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
-    assert_eq!(
-        std::fs::read_dir(sb.host.join("d")).unwrap().count(),
-        0,
-        "nothing lands"
-    );
+    assert!(!sb.host.join("d").exists(), "nothing lands, no new target");
     assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
 }
 

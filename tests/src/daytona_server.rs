@@ -68,6 +68,86 @@ pub struct Faults {
     /// the answer without its closing boundary (a failed read, as the
     /// daemon ends it).
     pub cut_download_after: Option<u64>,
+    /// The first answer of one kind is a flood of this many bytes that
+    /// never becomes a valid answer (a hostile or broken toolbox),
+    /// streamed as it is made.
+    pub flood: Option<(Flood, u64)>,
+}
+
+/// An answer a hostile toolbox floods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flood {
+    /// `process/execute`: 200, a JSON `result` string that never ends.
+    Execute,
+    /// `process/execute`: 500 with an endless body.
+    ExecuteError,
+    /// `bulk-upload`: 200, a confirmation that never ends.
+    Upload,
+    /// `DELETE /files`: 400 with an endless body.
+    Delete,
+    /// `bulk-download`: 500 with an endless body.
+    DownloadError,
+    /// `bulk-download`: 200 multipart whose preamble never ends.
+    DownloadPreamble,
+    /// `bulk-download`: 200 multipart whose first part's headers never end.
+    DownloadHeaders,
+    /// `bulk-download`: 200, an `error` part that never ends.
+    DownloadErrorPart,
+}
+
+impl Flood {
+    fn endpoint(self) -> &'static str {
+        match self {
+            Flood::Execute | Flood::ExecuteError => "/process/execute",
+            Flood::Upload => "/files/bulk-upload",
+            Flood::Delete => "/files",
+            _ => "/files/bulk-download",
+        }
+    }
+}
+
+/// `head`, then `n` bytes of `fill`, made as they are sent.
+fn flood_body(head: String, fill: u8, n: u64) -> Body {
+    let chunk = Bytes::from(vec![fill; 64 << 10]);
+    let rest = futures_util::stream::unfold(n, move |left| {
+        let chunk = chunk.clone();
+        async move {
+            let k = usize::try_from(left.min(chunk.len() as u64)).ok()?;
+            (k > 0).then(|| (Ok(Frame::data(chunk.slice(..k))), left - k as u64))
+        }
+    });
+    let head = futures_util::stream::once(async move { Ok(Frame::data(Bytes::from(head))) });
+    BoxBody::new(StreamBody::new(head.chain(rest)))
+}
+
+/// The flood `f` of `n` bytes, as an answer; `path` is the file asked for.
+fn flood_answer(f: Flood, n: u64, path: &str) -> Response<Body> {
+    let multipart = format!("multipart/form-data; boundary={BOUNDARY}");
+    let (status, kind, head, fill) = match f {
+        Flood::Execute => (200, "application/json", "{\"exitCode\":0,\"result\":\"".into(), b'A'),
+        Flood::ExecuteError | Flood::Delete | Flood::DownloadError => {
+            (if f == Flood::Delete { 400 } else { 500 }, "text/plain", String::new(), b'x')
+        }
+        Flood::Upload => (200, "application/json", "{\"files\":[{\"path\":\"".into(), b'p'),
+        Flood::DownloadPreamble => (200, multipart.as_str(), String::new(), b'-'),
+        Flood::DownloadHeaders => (
+            200,
+            multipart.as_str(),
+            format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{path}\"\r\nX-Pad: "),
+            b'h',
+        ),
+        Flood::DownloadErrorPart => (
+            200,
+            multipart.as_str(),
+            format!("--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"error\"; filename=\"{path}\"\r\n\r\n"),
+            b'e',
+        ),
+    };
+    Response::builder()
+        .status(status)
+        .header(http::header::CONTENT_TYPE, kind.to_owned())
+        .body(flood_body(head, fill, n))
+        .unwrap_or_else(|_| Response::new(empty()))
 }
 
 struct State {
@@ -243,6 +323,12 @@ async fn route(state: &State, req: Request<()>, body: &mut Option<Incoming>) -> 
         let status = StatusCode::from_u16(s).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return json_error(status, "injected failure", &path, "INTERNAL_SERVER_ERROR");
     }
+    if let Some((f, n)) = faults.flood.filter(|(f, _)| {
+        f.endpoint() == endpoint.trim_end_matches('/') && f.endpoint() != "/files/bulk-download"
+    }) {
+        state.clear_flood();
+        return flood_answer(f, n, "");
+    }
     let query = req.uri().query().unwrap_or_default().to_owned();
     let Some(incoming) = body.take() else {
         return json_error(
@@ -398,6 +484,13 @@ async fn execute(
 }
 
 impl State {
+    /// A flood is the first answer of its kind only.
+    fn clear_flood(&self) {
+        if let Ok(mut f) = self.faults.lock() {
+            f.flood = None;
+        }
+    }
+
     /// Counts `n` bytes that crossed the link.
     fn count(&self, n: usize) {
         self.wire
@@ -560,6 +653,13 @@ async fn download(state: &State, req: Request<Incoming>, faults: &Faults) -> Res
             StatusCode::BAD_REQUEST,
             serde_json::json!({"error": "request body must be {\"paths\": [ ... ]} and non-empty"}),
         );
+    }
+    if let Some((f, n)) = faults
+        .flood
+        .filter(|(f, _)| f.endpoint() == "/files/bulk-download")
+    {
+        state.clear_flood();
+        return flood_answer(f, n, &paths[0]);
     }
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<Frame<Bytes>, std::io::Error>>(8);
     let backend = Arc::clone(&state.backend);

@@ -104,3 +104,40 @@ impl Error {
         Self::new(ErrorKind::LimitExceeded, message)
     }
 }
+
+/// An error chain's multi-line text (`pipe`, `Caused by:`, numbered
+/// causes, as a host's `Debug` of it prints) as one line: an error message
+/// is read on one.
+pub fn one_line(text: &str) -> String {
+    let parts: Vec<&str> = text
+        .lines()
+        .map(|l| {
+            let l = l.trim();
+            // "0: cause", as anyhow numbers a chain of several.
+            match l.split_once(": ") {
+                Some((n, rest)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => rest,
+                _ => l,
+            }
+        })
+        .filter(|l| !l.is_empty() && *l != "Caused by:")
+        .collect();
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::one_line;
+
+    #[test]
+    fn error_chains_read_on_one_line() {
+        assert_eq!(
+            one_line("pipe\n\nCaused by:\n    corrupt zstd stream from the sandbox: bad magic\n"),
+            "pipe: corrupt zstd stream from the sandbox: bad magic"
+        );
+        assert_eq!(
+            one_line("pipe\n\nCaused by:\n    0: the codec failed\n    1: 2: odd but kept\n"),
+            "pipe: the codec failed: 2: odd but kept"
+        );
+        assert_eq!(one_line("plain"), "plain");
+    }
+}

@@ -70,6 +70,7 @@ impl Toolbox for DaytonaBackend {
             Ok(0)
         });
         Ok(process(
+            "bulk-upload",
             Box::new(stdin),
             Box::new(tokio::io::empty()),
             task,
@@ -87,6 +88,7 @@ impl Toolbox for DaytonaBackend {
             Ok(done.exit_code)
         });
         Ok(process(
+            "execute",
             Box::new(tokio::io::sink()),
             Box::new(StreamReader::new(tokio_stream_from(rx))),
             task,
@@ -150,6 +152,7 @@ impl Toolbox for DaytonaBackend {
             }
         });
         Ok(process(
+            "bulk-download",
             Box::new(tokio::io::sink()),
             Box::new(StreamReader::new(tokio_stream_from(rx))),
             task,
@@ -164,6 +167,7 @@ impl Toolbox for DaytonaBackend {
             Ok(0)
         });
         Ok(process(
+            "delete",
             Box::new(tokio::io::sink()),
             Box::new(tokio::io::empty()),
             task,
@@ -180,6 +184,7 @@ fn spawn_remove(client: &Client, path: &str) -> JoinHandle<Result<(), ToolboxErr
 
 /// A toolbox call run by `task`, with the given streams.
 fn process(
+    call: &'static str,
     stdin: Box<dyn SandboxStdin>,
     stdout: Box<dyn tokio::io::AsyncRead + Send + Unpin>,
     task: JoinHandle<Result<i64, ToolboxError>>,
@@ -188,7 +193,7 @@ fn process(
     Process {
         stdin,
         stdout,
-        control: Box::new(TaskControl::new(task, timeout)),
+        control: Box::new(TaskControl::new(call, task, timeout)),
         stdin_ends: true,
     }
 }
@@ -213,15 +218,21 @@ fn argv_to_sh(argv: &[String]) -> Result<String, ExecError> {
 /// A toolbox call's task: its exit code, or why it failed, within its
 /// deadline.
 struct TaskControl {
+    call: &'static str,
     task: JoinHandle<Result<i64, ToolboxError>>,
     deadline: tokio::time::Instant,
     timeout: Duration,
-    ended: Option<Result<ExitInfo, String>>,
+    ended: Option<Result<ExitInfo, ToolboxError>>,
 }
 
 impl TaskControl {
-    fn new(task: JoinHandle<Result<i64, ToolboxError>>, timeout: Duration) -> Self {
+    fn new(
+        call: &'static str,
+        task: JoinHandle<Result<i64, ToolboxError>>,
+        timeout: Duration,
+    ) -> Self {
         TaskControl {
+            call,
             task,
             deadline: crate::exec::deadline_after(timeout),
             timeout,
@@ -248,9 +259,11 @@ impl Control for TaskControl {
                         ..ExitInfo::default()
                     }),
                     Ok(Ok(Err(ToolboxError::Timeout(_)))) => Ok(timed_out),
-                    Ok(Ok(Err(e))) => Err(e.to_string()),
-                    Ok(Err(e)) if e.is_cancelled() => Err("the toolbox call was aborted".into()),
-                    Ok(Err(e)) => Err(e.to_string()),
+                    Ok(Ok(Err(e))) => Err(e),
+                    Ok(Err(e)) if e.is_cancelled() => {
+                        Err(ToolboxError::Transport("the call was aborted".into()))
+                    }
+                    Ok(Err(e)) => Err(ToolboxError::Transport(e.to_string())),
                 };
                 tracing::debug!(
                     timeout_ms = self.timeout.as_millis() as u64,
@@ -261,7 +274,13 @@ impl Control for TaskControl {
             }
             match &self.ended {
                 Some(Ok(info)) => Ok(info.clone()),
-                Some(Err(e)) => Err(ExecError::BackendWait(e.clone().into())),
+                Some(Err(e @ ToolboxError::TooLarge { .. })) => {
+                    Err(ExecError::Limit(e.to_string()))
+                }
+                Some(Err(e)) => Err(ExecError::Toolbox {
+                    call: self.call,
+                    message: e.to_string(),
+                }),
                 None => Err(ExecError::Unsupported("no status".into())),
             }
         })

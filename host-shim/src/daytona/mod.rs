@@ -30,6 +30,15 @@ pub use multipart::DOWNLOAD_BOUNDARY;
 /// A request or response body.
 type Body = BoxBody<Bytes, std::io::Error>;
 
+/// Most bytes of a toolbox answer the client reads: a status's JSON, an
+/// error body, an upload's or a delete's confirmation. Anything longer is
+/// not the daemon's and is refused, not buffered.
+pub const MAX_ANSWER: usize = 64 << 10;
+/// Most bytes of `process/execute`'s answer: the component reads at most
+/// 16 MiB of a command's output (our programs' text, which JSON escapes
+/// little: a newline a line).
+pub const MAX_EXECUTE_ANSWER: usize = 17 << 20;
+
 /// How much longer than a command's own timeout the client waits for the
 /// toolbox's answer (the Python SDK's margin) before it gives up itself.
 const EXECUTE_MARGIN: Duration = Duration::from_secs(5);
@@ -78,6 +87,14 @@ pub enum ToolboxError {
     /// A transfer ended early.
     #[error("the Daytona transfer was cut: {0}")]
     Cut(String),
+    /// An answer longer than the client reads (a hostile or broken toolbox).
+    #[error("the Daytona toolbox's answer to {call} exceeded {}", size(*.limit))]
+    TooLarge {
+        /// Which call.
+        call: &'static str,
+        /// The cap it crossed.
+        limit: usize,
+    },
     /// An answer that does not follow the protocol.
     #[error("the Daytona toolbox's answer is malformed: {0}")]
     Malformed(String),
@@ -94,6 +111,15 @@ pub struct Executed {
     /// Its stdout and stderr, combined (text: invalid UTF-8 arrives as
     /// U+FFFD).
     pub output: String,
+}
+
+/// `process/execute`'s answer (older daemons say `code`).
+#[derive(serde::Deserialize)]
+struct ExecuteAnswer {
+    #[serde(rename = "exitCode")]
+    exit_code: Option<i64>,
+    code: Option<i64>,
+    result: Option<String>,
 }
 
 /// A file's bytes as the toolbox streams them; the stream ends with an
@@ -169,7 +195,7 @@ impl Toolbox {
             .header(header::AUTHORIZATION, api.auth.clone())
             .body(empty())
             .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
-        let (status, bytes) = api.send(req, "toolbox-proxy-url").await?;
+        let (status, bytes) = api.send(req, "toolbox-proxy-url", MAX_ANSWER).await?;
         api.check(status, &bytes, "toolbox-proxy-url")?;
         let url = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
@@ -200,7 +226,7 @@ impl Toolbox {
             body["timeout"] = t.as_secs().max(1).into();
         }
         let req = self.json_request(Method::POST, "/process/execute", &body)?;
-        let call = self.send(req, "execute");
+        let call = self.send(req, "execute", MAX_EXECUTE_ANSWER);
         let (status, bytes) = match timeout {
             Some(t) => tokio::time::timeout(t + EXECUTE_MARGIN, call)
                 .await
@@ -211,19 +237,18 @@ impl Toolbox {
             return Err(ToolboxError::Timeout(timeout.unwrap_or_default()));
         }
         self.check(status, &bytes, "execute")?;
-        let v: serde_json::Value = serde_json::from_slice(&bytes)
+        // Typed, so the output is decoded once, straight into its String.
+        let answer: ExecuteAnswer = serde_json::from_slice(&bytes)
             .map_err(|e| ToolboxError::Malformed(format!("execute: {e}")))?;
-        let exit_code = v
-            .get("exitCode")
-            .or_else(|| v.get("code"))
-            .and_then(serde_json::Value::as_i64)
+        drop(bytes);
+        let exit_code = answer
+            .exit_code
+            .or(answer.code)
             .ok_or_else(|| ToolboxError::Malformed("execute: no exitCode".into()))?;
-        let output = v
-            .get("result")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_owned();
-        Ok(Executed { exit_code, output })
+        Ok(Executed {
+            exit_code,
+            output: answer.result.unwrap_or_default(),
+        })
     }
 
     /// Streams `data` into a new file at `dest` (an absolute path with no
@@ -271,7 +296,7 @@ impl Toolbox {
             )
             .body(BoxBody::new(StreamBody::new(frames)))
             .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
-        let answer = self.send(req, "bulk-upload").await;
+        let answer = self.send(req, "bulk-upload", MAX_ANSWER).await;
         if let Some(e) = broke.lock().ok().and_then(|mut s| s.take()) {
             return Err(ToolboxError::Cut(format!("upload of {dest}: {e}")));
         }
@@ -309,7 +334,7 @@ impl Toolbox {
             .map_err(|e| ToolboxError::Transport(e.to_string()))?;
         let status = resp.status();
         if !status.is_success() {
-            let bytes = collect(resp.into_body()).await?;
+            let bytes = collect(resp.into_body(), "bulk-download", MAX_ANSWER).await?;
             self.check(status, &bytes, "bulk-download")?;
             return Err(ToolboxError::Malformed(format!(
                 "bulk-download: status {status}"
@@ -341,7 +366,7 @@ impl Toolbox {
             .header(header::AUTHORIZATION, self.auth.clone())
             .body(empty())
             .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
-        let (status, bytes) = self.send(req, "delete").await?;
+        let (status, bytes) = self.send(req, "delete", MAX_ANSWER).await?;
         // An empty 404 is the daemon's "no such path"; one with a JSON
         // body comes from the proxy (no such sandbox).
         if status == StatusCode::NOT_FOUND && bytes.is_empty() {
@@ -365,11 +390,13 @@ impl Toolbox {
             .map_err(|e| ToolboxError::Malformed(e.to_string()))
     }
 
-    /// Sends `req` and reads the whole answer.
+    /// Sends `req` and reads the whole answer, at most `cap` bytes of it
+    /// (a failing status's body at most [`MAX_ANSWER`]).
     async fn send(
         &self,
         req: Request<Body>,
         call: &'static str,
+        cap: usize,
     ) -> Result<(StatusCode, Bytes), ToolboxError> {
         let resp = self
             .client
@@ -377,7 +404,8 @@ impl Toolbox {
             .await
             .map_err(|e| ToolboxError::Transport(format!("{call}: {e}")))?;
         let status = resp.status();
-        Ok((status, collect(resp.into_body()).await?))
+        let cap = if status.is_success() { cap } else { MAX_ANSWER };
+        Ok((status, collect(resp.into_body(), call, cap).await?))
     }
 
     /// Maps a failing status to its error.
@@ -443,11 +471,32 @@ fn error_message(body: &[u8]) -> String {
     }
 }
 
-async fn collect(body: hyper::body::Incoming) -> Result<Bytes, ToolboxError> {
-    body.collect()
-        .await
-        .map(http_body_util::Collected::to_bytes)
-        .map_err(|e| ToolboxError::Cut(format!("reading the answer: {e}")))
+/// Reads `body` whole, refusing it once it passes `cap` bytes.
+async fn collect(
+    body: hyper::body::Incoming,
+    call: &'static str,
+    cap: usize,
+) -> Result<Bytes, ToolboxError> {
+    let mut body = std::pin::pin!(body.into_data_stream());
+    let mut whole = bytes::BytesMut::new();
+    while let Some(chunk) = body.next().await {
+        let chunk =
+            chunk.map_err(|e| ToolboxError::Cut(format!("reading the answer to {call}: {e}")))?;
+        if whole.len() + chunk.len() > cap {
+            return Err(ToolboxError::TooLarge { call, limit: cap });
+        }
+        whole.extend_from_slice(&chunk);
+    }
+    Ok(whole.freeze())
+}
+
+/// `n` bytes as a person reads them (the caps are whole KiB or MiB).
+fn size(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
 }
 
 fn full(s: String) -> Body {

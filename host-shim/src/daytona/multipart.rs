@@ -1,6 +1,9 @@
 //! The multipart bodies of `bulk-upload` (written here, streamed) and
 //! `bulk-download` (parsed with `multer`, streamed).
 
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures_util::Stream;
 
@@ -11,6 +14,14 @@ pub const DOWNLOAD_BOUNDARY: &str = "DAYTONA-FILE-BOUNDARY";
 
 /// Chunks the parser hands over ahead of the reader.
 const AHEAD: usize = 4;
+/// Most bytes of the answer read but not yet handed on as file data: the
+/// preamble, a part's headers, a boundary split across reads. multer
+/// buffers (and rescans) those without a limit of its own.
+const MAX_HELD: u64 = 1 << 20;
+/// multer reads its stream until it is pending before it looks at what it
+/// read, so a fast toolbox would fill it without bound: the stream pauses
+/// after this many bytes, and multer hands them on.
+const BURST: u64 = 256 << 10;
 
 /// A fresh random boundary for an upload: the data must never hold it,
 /// and an archive carries bytes the sandbox may once have written.
@@ -62,9 +73,23 @@ where
     E: Into<Box<dyn std::error::Error + Send + Sync>> + 'static,
 {
     let (tx, rx) = tokio::sync::mpsc::channel(AHEAD);
+    let meter = Arc::new(Meter::default());
+    let body = Metered {
+        inner: Box::pin(body),
+        meter: Arc::clone(&meter),
+        burst: 0,
+    };
     tokio::spawn(async move {
         let mut parts = multer::Multipart::new(body, boundary);
-        if let Err(e) = parse(&mut parts, &path, &tx).await {
+        if let Err(e) = parse(&mut parts, &path, &meter, &tx).await {
+            let e = if meter.tripped.load(Ordering::Relaxed) {
+                ToolboxError::TooLarge {
+                    call: "bulk-download",
+                    limit: MAX_HELD as usize,
+                }
+            } else {
+                e
+            };
             let _ = tx.send(Err(e)).await;
         }
     });
@@ -75,9 +100,76 @@ where
 
 type Sender = tokio::sync::mpsc::Sender<Result<Bytes, ToolboxError>>;
 
+/// The answer's body as multer reads it: counted, paused every [`BURST`]
+/// bytes, and failed once multer holds more than [`MAX_HELD`].
+struct Metered<S> {
+    inner: std::pin::Pin<Box<S>>,
+    meter: Arc<Meter>,
+    burst: u64,
+}
+
+impl<S, E> Stream for Metered<S>
+where
+    S: Stream<Item = Result<Bytes, E>>,
+    E: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Item = Result<Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        if self.burst >= BURST {
+            self.burst = 0;
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let chunk = match self.inner.as_mut().poll_next(cx) {
+            Poll::Ready(Some(Ok(chunk))) => chunk,
+            Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        self.burst += chunk.len() as u64;
+        self.meter
+            .pulled
+            .fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        if self.meter.held() > MAX_HELD {
+            self.meter.tripped.store(true, Ordering::Relaxed);
+            return Poll::Ready(Some(Err(
+                "the answer holds too much that is not file data".into()
+            )));
+        }
+        Poll::Ready(Some(Ok(chunk)))
+    }
+}
+
+/// What the parser pulled from the answer and handed on.
+#[derive(Default)]
+struct Meter {
+    pulled: AtomicU64,
+    handed: AtomicU64,
+    tripped: AtomicBool,
+}
+
+impl Meter {
+    /// Bytes pulled but not handed on: what multer holds.
+    fn held(&self) -> u64 {
+        self.pulled
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.handed.load(Ordering::Relaxed))
+    }
+
+    fn hand(&self, n: usize) {
+        self.handed.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
 async fn parse(
     parts: &mut multer::Multipart<'static>,
     path: &str,
+    meter: &Meter,
     tx: &Sender,
 ) -> Result<(), ToolboxError> {
     let cut = |e: multer::Error| ToolboxError::Cut(format!("download of {path}: {e}"));
@@ -103,6 +195,7 @@ async fn parse(
             let mut got = 0u64;
             while let Some(chunk) = field.chunk().await.map_err(cut)? {
                 got += chunk.len() as u64;
+                meter.hand(chunk.len());
                 if tx.send(Ok(chunk)).await.is_err() {
                     // The reader went away: nothing more to do.
                     return Ok(());
@@ -115,7 +208,17 @@ async fn parse(
             }
         }
         Some("error") => {
-            let body = field.bytes().await.map_err(cut)?;
+            let mut body = Vec::new();
+            while let Some(chunk) = field.chunk().await.map_err(cut)? {
+                meter.hand(chunk.len());
+                if body.len() + chunk.len() > super::MAX_ANSWER {
+                    return Err(ToolboxError::TooLarge {
+                        call: "bulk-download",
+                        limit: super::MAX_ANSWER,
+                    });
+                }
+                body.extend_from_slice(&chunk);
+            }
             let v: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
             let text = |k: &str| {
                 v.get(k)
@@ -189,6 +292,38 @@ mod tests {
             other => panic!("{other:?}"),
         }
     }
+
+    /// A stream that is always ready (a fast toolbox): a big file part
+    /// streams whole, and a preamble that never ends is refused at the cap.
+    #[tokio::test]
+    async fn a_fast_big_part_streams_and_an_endless_preamble_is_refused() {
+        fn chunk(b: u8) -> Result<Bytes, std::io::Error> {
+            Ok(Bytes::from(vec![b; 64 << 10]))
+        }
+        let head = b"--DAYTONA-FILE-BOUNDARY\r\nContent-Disposition: form-data; name=\"file\"; filename=\"/w/f\"\r\n\r\n";
+        let parts = std::iter::once(Ok(Bytes::from_static(head)))
+            .chain((0..128).map(|_| chunk(b'x')))
+            .chain(std::iter::once(Ok(Bytes::from_static(
+                b"\r\n--DAYTONA-FILE-BOUNDARY--\r\n",
+            ))));
+        let d = single_file(
+            futures_util::stream::iter(parts),
+            DOWNLOAD_BOUNDARY.into(),
+            "/w/f".into(),
+        );
+        assert_eq!(read(d).await.unwrap().len(), 8 << 20);
+        let endless = futures_util::stream::iter((0..1024).map(|_| chunk(b'-')));
+        let d = single_file(endless, DOWNLOAD_BOUNDARY.into(), "/w/f".into());
+        assert!(matches!(
+            read(d).await,
+            Err(ToolboxError::TooLarge {
+                limit: MAX_HELD_USIZE,
+                ..
+            })
+        ));
+    }
+
+    const MAX_HELD_USIZE: usize = MAX_HELD as usize;
 
     #[test]
     fn upload_frames_refuse_unquotable_paths() {

@@ -152,7 +152,7 @@ impl StdinPipe {
     fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<usize> {
         let drained = self.poll_drain(cx).is_ready();
         if drained || (!self.flush_pending && self.queued < STDIN_QUEUE) {
-            Poll::Ready(STDIN_QUEUE - self.queued)
+            Poll::Ready(STDIN_QUEUE.saturating_sub(self.queued))
         } else {
             Poll::Pending
         }
@@ -412,7 +412,7 @@ impl OutputStream for ExecStdin {
     fn write(&mut self, bytes: Bytes) -> StreamResult<()> {
         let mut pipe = self.pipe();
         pipe.state.check()?;
-        if bytes.len() > STDIN_QUEUE - pipe.queued {
+        if bytes.len() > STDIN_QUEUE.saturating_sub(pipe.queued) {
             return Err(StreamError::trap("write exceeded the check-write permit"));
         }
         pipe.push(bytes);
@@ -436,7 +436,9 @@ impl OutputStream for ExecStdin {
         if pipe.flush_pending {
             return Ok(0);
         }
-        Ok(STDIN_QUEUE - pipe.queued)
+        // A compressor's burst (a frame it flushes) may queue past the
+        // permit it was given: then there is no room until it drains.
+        Ok(STDIN_QUEUE.saturating_sub(pipe.queued))
     }
 }
 
