@@ -24,7 +24,8 @@ const FUZZ_CORPUS = join(TARGET, 'debug', 'examples', 'fuzz-corpus');
 // Both read a tar the sandbox's `tar` wrote: streamed, or staged and read back in base64 chunks.
 const COMPONENTS = ['tar-stream', 'base64-fallback'];
 const REFUSED = ['unsafe-archive', 'limit-exceeded'];
-const NOTHING_LANDED = ['outside', 'outside/victim', 'target'];
+// Not even the target directory the host made for the call.
+const NOTHING_LANDED = ['outside', 'outside/victim'];
 
 const HOSTILE_TAR = `#!/bin/sh
 case $1 in --version) echo 'tar (GNU tar) 1.35'; exit 0 ;; esac
@@ -282,4 +283,38 @@ describe('a hostile sandbox on sync-out', () => {
       });
     });
   }
+});
+
+// The orchestrator's own test of the output guard: an exec that writes past
+// the guard and settles without ever reading its stdin. However the exit
+// and the script's send race, the guard is what the caller hears.
+describe('an exec that floods stdout and exits without reading stdin', () => {
+  test('trips the output guard, every time', async () => {
+    const target = hostDir();
+    try {
+      for (let i = 0; i < 12; i++) {
+        const exec = async (_argv, io) => {
+          io.stdout.write(Buffer.alloc(4096));
+          return { exitCode: 0, stderr: '' };
+        };
+        await assert.rejects(
+          performSyncOut({
+            exec,
+            remoteDir: '/workspace',
+            maxOutputBytes: 1024,
+            timeoutMs: 10_000,
+            operations: [{ operationId: 'op', files: [{ sourcePath: '/workspace/big.bin', targetPath: join(target, 'big.bin'), kind: 'file' }] }],
+          }),
+          (e) => {
+            assert.ok(e instanceof SandboxSyncError, `not a SandboxSyncError: ${e?.stack ?? e}`);
+            assert.equal(e.kind, 'limit-exceeded', `run ${i}: ${e.message}`);
+            return true;
+          },
+        );
+      }
+      assert.deepEqual(readdirSync(target), []);
+    } finally {
+      rmSync(target, { recursive: true, force: true });
+    }
+  });
 });

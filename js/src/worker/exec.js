@@ -8,11 +8,12 @@
 // Codecs run here, at the exact byte where the component switches them on:
 // fflate's streaming gzip and fzstd's zstd decoder are synchronous, which a
 // blocking import needs (Node's zlib streams are not, and Node 20 has no zstd).
+// Decoding is bounded, step by step, by what the component reads (decode.js).
 
 import { closeSync, fstatSync, readSync } from 'node:fs';
-import { Gunzip, Gzip } from 'fflate';
-import { Decompress as ZstdDecompress } from 'fzstd';
+import { Gzip } from 'fflate';
 import { send, on, off, wait, poll } from './channel.js';
+import { Decoder, take } from './decode.js';
 import { InputStream, OutputStream } from './streams.js';
 
 /** Unacknowledged bytes allowed in flight each way. */
@@ -25,7 +26,7 @@ const ABORT_GRACE_MS = 2000;
 const FILE_CHUNK = 1 << 20;
 
 let nextId = 1;
-let settings = { compression: 'none', incremental: true, stdinEnds: false, deadline: Infinity };
+let settings = { compression: 'none', incremental: true, remote: true, stdinEnds: false, deadline: Infinity };
 
 /** This call's transfer settings, and the deadline all its execs share. */
 export function configure(s) {
@@ -38,6 +39,10 @@ export function transferCompression() {
 
 export function transferIncremental() {
   return settings.incremental;
+}
+
+export function transferRemote() {
+  return settings.remote;
 }
 
 export function start(argv, options) {
@@ -213,44 +218,24 @@ class Exec {
     const d = this.decoder;
     if (!d) return this.readRaw(max, blocking);
     for (;;) {
-      if (d.out.length > 0) return take(d.out, max);
-      if (d.ended) return null;
+      const out = d.read(max);
+      if (out === null || out.length > 0) return out;
       const raw = this.readRaw(FILE_CHUNK, blocking);
-      if (raw !== null && raw.length === 0) return raw;
-      if (raw !== null) {
-        d.wire += raw.length;
-        if (d.wire > d.maxWire) {
-          throw new Error(`compressed stdout exceeded ${d.maxWire} bytes`);
-        }
-      }
-      try {
-        d.push(raw ?? new Uint8Array(0), raw === null);
-      } catch (e) {
-        throw new Error(`corrupt ${d.codec} stream from the sandbox: ${e.message}`);
-      }
-      if (raw === null) {
-        if (!d.complete) throw new Error(`the ${d.codec} stream from the sandbox was cut short`);
-        d.ended = true;
-      }
+      if (raw === null) d.end();
+      else if (raw.length === 0) return raw;
+      else d.write(raw);
     }
+  }
+
+  stdoutReady() {
+    poll();
+    if (this.decoder?.ready()) return true;
+    return this.raw.length > 0 || this.rawEnded || this.rawError !== null || this.exit !== null || this.aborted;
   }
 
   decompressStdout(codec, maxWire) {
     if (this.decoder) throw 'stdout is already decompressed';
-    const d = { codec, out: [], wire: 0, maxWire: Number(maxWire), ended: false, complete: false };
-    const sink = (chunk, final) => {
-      if (chunk.length > 0) d.out.push(chunk);
-      if (final) d.complete = true;
-    };
-    if (codec === 'gzip') {
-      const g = new Gunzip();
-      g.ondata = sink;
-      d.push = (chunk, final) => g.push(chunk, final);
-    } else {
-      const z = new ZstdDecompress(sink);
-      d.push = (chunk, final) => z.push(chunk, final);
-    }
-    this.decoder = d;
+    this.decoder = new Decoder(codec, Number(maxWire));
   }
 
   // -- the process ----------------------------------------------------------
@@ -335,14 +320,6 @@ class Exec {
   }
 }
 
-/** At most `max` bytes from the head of `queue`, a list of chunks. */
-function take(queue, max) {
-  const chunk = queue[0];
-  if (chunk.length <= max) return queue.shift();
-  queue[0] = chunk.subarray(max);
-  return chunk.subarray(0, max);
-}
-
 function same(st, f) {
   return (
     st.dev === f.device &&
@@ -387,10 +364,7 @@ export class Execution {
     const x = this.x;
     return new InputStream({
       read: (max, blocking) => x.readStdout(max, blocking),
-      ready: () => {
-        poll();
-        return x.raw.length > 0 || x.rawEnded || x.rawError !== null || x.exit !== null || x.aborted;
-      },
+      ready: () => x.stdoutReady(),
       wait: () => x.blockOrFail(),
     });
   }

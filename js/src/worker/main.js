@@ -8,11 +8,14 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { getHeapStatistics } from 'node:v8';
 import { parentPort, workerData } from 'node:worker_threads';
 import { connect, send } from './channel.js';
 import * as exec from './exec.js';
 import { GrantedDir } from './hostfs.js';
-import { wasiImports } from './wasi.js';
+import { GUEST_MEMORY_BYTES, capMemory } from './memory-cap.js';
+import { recordStore } from './records.js';
+import { clearDiagnostics, failedAllocation, wasiImports } from './wasi.js';
 
 const { componentDir, port, doorbell } = workerData;
 connect(port, doorbell);
@@ -20,8 +23,20 @@ connect(port, doorbell);
 const { instantiate } = await import(pathToFileURL(join(componentDir, 'provider.js')).href);
 const modules = new Map();
 function getCoreModule(name) {
-  if (!modules.has(name)) modules.set(name, new WebAssembly.Module(readFileSync(join(componentDir, name))));
+  if (!modules.has(name)) modules.set(name, new WebAssembly.Module(capMemory(readFileSync(join(componentDir, name)))));
   return modules.get(name);
+}
+
+/** The current instance's linear memories. */
+let memories = [];
+function instantiateCore(module, importObject) {
+  const core = new WebAssembly.Instance(module, importObject);
+  for (const e of Object.values(core.exports)) if (e instanceof WebAssembly.Memory) memories.push(e);
+  return core;
+}
+
+function memoryBytes() {
+  return memories.reduce((n, m) => n + m.buffer.byteLength, 0);
 }
 
 const NO_TOOLBOX = () => {
@@ -36,6 +51,12 @@ const imports = {
     start: exec.start,
     transferCompression: exec.transferCompression,
     transferIncremental: exec.transferIncremental,
+    transferRemote: exec.transferRemote,
+  },
+  'sandbox-sync:provider/sync-state': {
+    load: (key) => records.load(key),
+    store: (key, value) => records.store(key, value),
+    maxRecordBytes: () => records.maxRecordBytes(),
   },
   'sandbox-sync:provider/sandbox-toolbox': {
     available: () => false,
@@ -47,8 +68,18 @@ const imports = {
   'sandbox-sync:provider/types': {},
 };
 
+/** This call's record store (see records.js). */
+let records = recordStore(null);
+
 /** Calls one instance serves before a fresh one (its heap never shrinks). */
 const MAX_CALLS = 100;
+/**
+ * Past these after a call, this thread is not kept for the next: a wasm
+ * memory never shrinks, and an idle thread's heap keeps its garbage (no
+ * GC runs while it waits).
+ */
+const RETIRE_MEMORY_BYTES = 64 << 20;
+const RETIRE_HEAP_BYTES = 128 << 20;
 let current = null;
 let calls = 0;
 
@@ -60,7 +91,8 @@ let calls = 0;
  */
 function instance() {
   if (!current || calls >= MAX_CALLS) {
-    current = instantiate(getCoreModule, imports).sync;
+    memories = [];
+    current = instantiate(getCoreModule, imports, instantiateCore).sync;
     calls = 0;
   }
   calls += 1;
@@ -72,9 +104,25 @@ function describe() {
   return { ...info, capabilities: [...info.capabilities] };
 }
 
+/**
+ * A trap after the component reported an allocation its capped memory
+ * could not grow to: the limit ended the call, as in the Rust host.
+ */
+function trapped(e, memory) {
+  const wanted = failedAllocation();
+  if (wanted > 0 && memory + wanted > GUEST_MEMORY_BYTES) {
+    const val = `the provider component needed more than its ${GUEST_MEMORY_BYTES >> 20} MiB of memory (lower maxEntries or maxMetadataBytes to fail sooner)`;
+    return { error: { tag: 'limit-exceeded', val } };
+  }
+  return { trap: String(e?.stack ?? e) };
+}
+
 function call({ direction, request, grants, settings }) {
   exec.configure(settings);
+  records = recordStore(settings.records);
+  clearDiagnostics();
   const dirs = [];
+  let done;
   try {
     grants.forEach((g, grant) => {
       dirs.push(
@@ -84,17 +132,19 @@ function call({ direction, request, grants, settings }) {
         }),
       );
     });
-    const results = instance()[direction === 'in' ? 'syncIn' : 'syncOut'](request, dirs);
-    send({ type: 'done', results });
+    done = { results: instance()[direction === 'in' ? 'syncIn' : 'syncOut'](request, dirs) };
   } catch (e) {
-    if (e?.payload !== undefined) send({ type: 'done', error: e.payload });
+    if (e?.payload !== undefined) done = { error: e.payload };
     else {
       current = null;
-      send({ type: 'done', trap: String(e?.stack ?? e) });
+      done = trapped(e, memoryBytes());
     }
   } finally {
     for (const d of dirs) d.close?.();
   }
+  const heap = getHeapStatistics();
+  const retire = memoryBytes() > RETIRE_MEMORY_BYTES || heap.total_heap_size + heap.external_memory > RETIRE_HEAP_BYTES;
+  send({ type: 'done', ...done, retire });
 }
 
 parentPort.on('message', (m) => {
