@@ -102,5 +102,13 @@ export function loadProvider(which?: string): Promise<Provider>;
 export function performSyncIn(input: SyncInput): Promise<SyncResult>;
 export function performSyncOut(input: SyncInput): Promise<SyncResult>;
 
+/**
+ * Throws a `SandboxSyncError` unless `candidate` is an absolute sandbox path
+ * equal to or beneath `remoteDir` (no `..`, no control character, no reserved
+ * scratch name); returns it normalized. The replaced module's export, with
+ * the component's rule.
+ */
+export function assertConfinedSandboxPath(remoteDir: string, candidate: string, label: string): string;
+
 /** An exec running `[...prefix, ...command]` as a local child process (a sandbox on this machine). */
 export function localExec(prefix?: string[]): PodStreamExec;

@@ -12,9 +12,10 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ProviderWorker } from './bridge.js';
 import { removeScratch } from './worker/hostfs.js';
-import { DEFAULTS, SandboxSyncError, grantsFor, toRequest, toResult } from './request.js';
+import { DEFAULTS, SandboxSyncError, grantsFor, removeCreated, toRequest, toResult } from './request.js';
 
 export { SandboxSyncError };
+export { assertConfinedSandboxPath } from './confine.js';
 export { localExec } from './local-exec.js';
 
 const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -52,6 +53,41 @@ function cacheDir() {
   return dir;
 }
 
+/**
+ * Where incremental sync-out keeps its account of what it landed (a
+ * private directory beside the transpilations, shared with the Rust host's
+ * records); none without a cache directory.
+ */
+function recordsDir() {
+  const jco = cacheDir();
+  if (!jco) return null;
+  const dir = join(jco, '..', 'records');
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    chmodSync(dir, 0o700);
+    return dir;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * jco, an optional peer: only a custom `.wasm` needs it (the shipped
+ * components are transpiled when the package is packed), and it is most of
+ * an install's size.
+ */
+async function importJco() {
+  try {
+    return await import('@bytecodealliance/jco');
+  } catch (e) {
+    if (e?.code !== 'ERR_MODULE_NOT_FOUND' || !String(e.message).includes('@bytecodealliance/jco')) throw e;
+    throw new SandboxSyncError(
+      'invalid-request',
+      'a component .wasm file needs @bytecodealliance/jco to transpile it: `npm install @bytecodealliance/jco@^1.35.0` (the shipped components and transpiled directories do not)',
+    );
+  }
+}
+
 /** Transpiles a component file with jco, once per content where a cache can be kept. */
 async function transpiled(file) {
   const bytes = readFileSync(file);
@@ -59,7 +95,7 @@ async function transpiled(file) {
   const cache = cacheDir();
   const dir = cache ? join(cache, key) : mkdtempSync(join(tmpdir(), 'sandbox-sync-jco-'));
   if (cache && existsSync(join(dir, 'provider.js'))) return dir;
-  const { transpile } = await import('@bytecodealliance/jco');
+  const { transpile } = await importJco();
   const { files } = await transpile(bytes, { name: 'provider', instantiation: { tag: 'sync' }, noTypescript: true });
   const tmp = cache ? mkdtempSync(`${dir}.`) : dir;
   for (const [name, data] of Object.entries(files)) {
@@ -89,22 +125,39 @@ class Provider {
     return w;
   }
 
-  release(w) {
-    if (!w.failed && this.idle.length < IDLE_WORKERS) this.idle.push(w);
+  /** Keeps `w` idle for the next call, unless its call left it holding much memory (`retire`). */
+  release(w, retire = false) {
+    if (!w.failed && !retire && this.idle.length < IDLE_WORKERS) this.idle.push(w);
     else w.terminate();
   }
 
   async sync(direction, input) {
     const request = toRequest(input);
-    const grants = grantsFor(direction, request, input);
-    const timeoutMs = Number(request.limits.timeoutMs);
-    const settings = {
-      compression: compression(direction, input.compression),
-      incremental: input.incremental ?? true,
-      stdinEnds: input.stdinEnds ?? false,
-      deadline: Date.now() + timeoutMs + EXEC_GRACE_MS,
-    };
+    // A failed call leaves no host directory it created.
+    const created = [];
+    try {
+      const grants = grantsFor(direction, request, input, created);
+      const timeoutMs = Number(request.limits.timeoutMs);
+      const settings = {
+        compression: compression(direction, input.compression),
+        incremental: input.incremental ?? true,
+        // The caller's exec is a pod's or a remote sandbox's.
+        remote: input.remote ?? true,
+        records: input.incremental === false ? null : recordsDir(),
+        stdinEnds: input.stdinEnds ?? false,
+        deadline: Date.now() + timeoutMs + EXEC_GRACE_MS,
+      };
+      return await this.call(direction, request, grants, settings, input);
+    } catch (e) {
+      removeCreated(created);
+      throw e;
+    }
+  }
+
+  /** One call on a worker, with the grants and settings `sync` made. */
+  async call(direction, request, grants, settings, input) {
     const w = await this.worker();
+    const timeoutMs = Number(request.limits.timeoutMs);
     const scratch = [];
     let done;
     try {
@@ -115,7 +168,7 @@ class Provider {
       }
       throw new SandboxSyncError('transport', `the provider worker failed: ${e?.message ?? e}`);
     } finally {
-      this.release(w);
+      this.release(w, done?.retire);
       // Whatever ended the call, scratch the component left at a grant's top goes.
       for (const s of scratch) removeScratch(grants[s.grant].path, [s]);
     }

@@ -1,6 +1,6 @@
 // The seed's input and result shapes, to and from the component's WIT types.
 
-import { mkdirSync, statSync } from 'node:fs';
+import { mkdirSync, rmdirSync, statSync } from 'node:fs';
 import { dirname, isAbsolute } from 'node:path';
 
 export const DEFAULTS = {
@@ -22,6 +22,21 @@ const KINDS = new Set([
   'io',
 ]);
 
+// C0, DEL and C1 control characters (Rust's `char::is_control`).
+// eslint-disable-next-line no-control-regex
+export const CONTROL = /[\u0000-\u001f\u007f-\u009f]/u;
+const CONTROLS = new RegExp(CONTROL.source, 'gu');
+const ESCAPES = { '\t': '\\t', '\n': '\\n', '\r': '\\r' };
+
+/**
+ * `text` with its control characters escaped (`\r`, `\u001b`): messages
+ * carry file names and the sandbox's stderr, and neither may drive the
+ * terminal a caller prints them on. (`error.command.stderr` stays raw.)
+ */
+export function printable(text) {
+  return text.replace(CONTROLS, (c) => ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
 /** A failed sync: `kind` is the component's typed error. */
 export class SandboxSyncError extends Error {
   constructor(kind, message, command) {
@@ -34,10 +49,10 @@ export class SandboxSyncError extends Error {
 
   /** From the component's `sync-error` variant. */
   static fromWit({ tag, val }) {
-    if (tag !== 'command-failed') return new SandboxSyncError(KINDS.has(tag) ? tag : 'transport', String(val));
+    if (tag !== 'command-failed') return new SandboxSyncError(KINDS.has(tag) ? tag : 'transport', printable(String(val)));
     const c = val;
     const stderr = c.stderr ? `: ${c.stderr.trim().replaceAll('\n', ' | ')}` : '';
-    return new SandboxSyncError('command-failed', `${c.message}${stderr}`, {
+    return new SandboxSyncError('command-failed', printable(`${c.message}${stderr}`), {
       operationId: c.operationId,
       exitCode: c.exitCode ?? null,
       timedOut: c.timedOut,
@@ -120,9 +135,11 @@ export function toRequest(input) {
  * One grant per mapping, in order, as the Rust shim makes them: a directory
  * mapping grants its host directory, a file mapping its host file's parent.
  * Sync-in sources are read-only (following symlinks where `tar -h` would);
- * sync-out targets are writable, their directories created first.
+ * sync-out targets are writable, their directories created first; each
+ * directory created goes into `created` (shallowest first), so a failed
+ * call can take it back (`removeCreated`).
  */
-export function grantsFor(direction, request, { confineFollowedSymlinks = false } = {}) {
+export function grantsFor(direction, request, { confineFollowedSymlinks = false } = {}, created = []) {
   const grants = [];
   for (const m of request.operations.flatMap((op) => op.files)) {
     const host = direction === 'in' ? m.sourcePath : m.targetPath;
@@ -137,7 +154,12 @@ export function grantsFor(direction, request, { confineFollowedSymlinks = false 
       }
     } else {
       try {
-        mkdirSync(path, { recursive: true });
+        const first = mkdirSync(path, { recursive: true });
+        if (first !== undefined) {
+          const made = [];
+          for (let d = path; d.length >= first.length; d = dirname(d)) made.unshift(d);
+          created.push(...made);
+        }
       } catch (e) {
         throw new SandboxSyncError('io', `failed to create ${path}: ${e.message}`);
       }
@@ -146,6 +168,17 @@ export function grantsFor(direction, request, { confineFollowedSymlinks = false 
     grants.push({ path, writable: direction === 'out', followLinks: direction === 'in' && follow });
   }
   return grants;
+}
+
+/** Removes what `grantsFor` created, deepest first, where still empty. */
+export function removeCreated(created) {
+  for (const d of [...created].reverse()) {
+    try {
+      rmdirSync(d);
+    } catch {
+      // Not empty (something landed there), or gone: it stays as it is.
+    }
+  }
 }
 
 /** The seed's result shape. */

@@ -182,6 +182,18 @@ for (const component of COMPONENTS) {
         assert.deepEqual(scratchLeft(host), []);
       });
 
+      test('a failed sync-out leaves no host directory it created', async () => {
+        build(H(), { 'big.txt': 'x'.repeat(4096) });
+        sb.adopt(R());
+        await assert.rejects(run('out', [{ operationId: 'op', files: [{ sourcePath: R('nope'), targetPath: join(host, 'a/b/out'), kind: 'directory' }] }]));
+        await rejectsWith(
+          run('out', [{ operationId: 'op', files: [{ sourcePath: R('big.txt'), targetPath: join(host, 'c/d/big.txt'), kind: 'file' }] }], { maxOutputBytes: 1024 }),
+          'limit-exceeded',
+        );
+        assert.ok(!existsSync(join(host, 'a')) && !existsSync(join(host, 'c')), 'a target directory was left');
+        assert.ok(existsSync(host), 'the directory that was there stays');
+      });
+
       test('runs post-upload commands in order, verbatim, stopping at the first failure', async () => {
         build(host, { 'f.txt': 'hello' });
         const file = { sourcePath: join(host, 'f.txt'), targetPath: R('out.txt'), kind: 'file' };
@@ -239,6 +251,31 @@ for (const component of COMPONENTS) {
           await run('out', [{ operationId: 'op', files: [{ sourcePath: R('t'), targetPath: dest, kind: 'directory' }] }], { compression });
           assert.deepEqual(describeTree(dest), describeTree(H('t')), compression);
         }
+      });
+
+      test('names with any character but NUL and / travel both ways', async () => {
+        const names = ['Icon\r', 'tab\there', 'new\nline', 'esc\u001b[2Jx', 'nel\u0085x', 'bell\u0007', ' spaced ', "quote'\"$(x)`y`", 'back\\slash', '*?[glob]'];
+        const spec = {};
+        names.forEach((n, i) => {
+          spec[`src/${n}`] = `${i} ${n}`;
+          spec[`src/dir ${n}/in ${n}`] = 'inner';
+        });
+        spec['src/link\tto'] = { link: 'tab\there' };
+        build(host, spec);
+        const into = [{ operationId: 'op', files: [{ sourcePath: join(host, 'src'), targetPath: R('t'), kind: 'directory' }] }];
+        const back = [{ operationId: 'op', files: [{ sourcePath: R('t'), targetPath: join(host, 'back'), kind: 'directory' }] }];
+        await run('in', into);
+        assert.deepEqual(describeTree(H('t')), describeTree(join(host, 'src')));
+        await run('out', back);
+        assert.deepEqual(describeTree(join(host, 'back')), describeTree(join(host, 'src')));
+        // Same-size rewrites on either side, then re-syncs: each lands.
+        writeFileSync(join(host, 'src/new\nline'), '2 NEW\nLINE');
+        await run('in', into);
+        assert.deepEqual(describeTree(H('t')), describeTree(join(host, 'src')));
+        writeFileSync(H('t/tab\there'), '1 TAB\tHERE');
+        await run('out', back);
+        assert.equal(readFileSync(join(host, 'back/tab\there'), 'utf8'), '1 TAB\tHERE');
+        assert.deepEqual(describeTree(join(host, 'back')), describeTree(H('t')));
       });
 
       test('an incremental re-sync lands the same tree', async () => {

@@ -1,6 +1,6 @@
 // The orchestrator's own host code, from the npm registry
-// (@paperclipai/server, pinned in devDependencies), for the Paperclip plugin
-// tests. The package exports only its entry, whose import boots the whole
+// (@paperclipai/server, pinned in test/host/package.json: its own project,
+// so the package's dev install stays small), for the Paperclip plugin tests. The package exports only its entry, whose import boots the whole
 // server (database, HTTP); so this resolves that entry without loading it and
 // imports the few dist modules the tests need by file URL, each of which
 // loads on its own with no side effects beyond a logger:
@@ -13,11 +13,20 @@
 //   sandbox driver's capability classifier and the helpers its
 //   `callPluginEnvironmentSync` uses (loading them opens no database).
 
+import { readFileSync } from 'node:fs';
+
 // The server's logger pretty-prints to stdout at debug level; it reads its
 // level once, at import.
 process.env.PAPERCLIP_LOG_LEVEL ??= 'error';
 
-const SERVER_ENTRY = import.meta.resolve('@paperclipai/server');
+const SERVER_PACKAGE = new URL('../host/node_modules/@paperclipai/server/', import.meta.url);
+let serverExports;
+try {
+  serverExports = JSON.parse(readFileSync(new URL('package.json', SERVER_PACKAGE), 'utf8')).exports['.'];
+} catch (e) {
+  throw new Error(`the orchestrator's server is not installed: run \`npm install\` in js/test/host (${e.message})`);
+}
+const SERVER_ENTRY = new URL(serverExports.import, SERVER_PACKAGE);
 const server = (path) => import(new URL(path, SERVER_ENTRY));
 
 export const { createPluginWorkerManager } = await server('./services/plugin-worker-manager.js');
