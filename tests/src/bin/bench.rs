@@ -897,6 +897,10 @@ fn sample(w: &Workload, run: &dyn Fn(bool) -> Result<Sample>) -> Result<Sample> 
         return run(true);
     };
     restore(w)?;
+    // Incremental sync names what it sends by identities at least 100 ms
+    // old: let the restored copy settle, as a workspace a run has not
+    // just written would be.
+    std::thread::sleep(Duration::from_millis(150));
     run(true).context("the unmeasured full sync before a re-sync")?;
     change(w, resync)?;
     let measured = run(false);
