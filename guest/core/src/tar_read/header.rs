@@ -23,12 +23,12 @@ pub(super) struct MemberHeader {
 }
 
 impl MemberHeader {
-    /// Checks the checksum and the magic, then decodes the fields.
+    /// Parses one header block: checks the checksum and the magic, then
+    /// decodes the fields.
     ///
     /// # Errors
     /// [`crate::ErrorKind::UnsafeArchive`] for a bad checksum, a header
     /// that is neither ustar nor GNU, or a malformed size or mode.
-    /// Parses one header block.
     pub(super) fn parse(block: &[u8; 512]) -> Result<MemberHeader, Error> {
         // Cannot panic: the block is exactly one byte-aligned header.
         let h = Header::from_byte_slice(block);
