@@ -3,7 +3,8 @@
 //! The component writes only headers (and a few tiny in-memory members); the
 //! bytes of host files are spliced host-side after their header. Layout is
 //! deterministic, so the exact archive length is known before the first byte
-//! is sent and the sandbox reads exactly that much (`head -c N`).
+//! is sent and the sandbox reads exactly that much (GNU tar stops at the
+//! end marker; other tars read it through `head -c N`).
 //!
 //! Format: GNU tar headers with `L`/`K` records for names or link targets
 //! longer than 100 bytes (read by GNU tar and BusyBox alike).
