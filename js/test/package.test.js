@@ -1,5 +1,5 @@
 // The package as a user installs it: `npm pack`, then `npm install` of the
-// tarball into a fresh project from the npm cache (offline), then syncs
+// tarball into a fresh project (from the npm cache where it can), then syncs
 // both ways from that project. What a platform team sees on day one: its
 // size, its files, its peers, and a clear error where an optional peer is
 // missing.
@@ -27,12 +27,16 @@ function du(dir) {
   return walk(dir).reduce((sum, f) => sum + statSync(join(dir, f)).size, 0);
 }
 
-/** A fresh project holding `deps` (tarballs) installed offline, as `npm install` would. */
+/**
+ * A fresh project holding `deps` (tarballs) installed as `npm install`
+ * would. Not `--offline`: `npm ci` caches tarballs but not the registry
+ * documents a range is resolved from, so a fresh machine has to ask.
+ */
 function project(root, name, tarballs) {
   const dir = join(root, name);
   mkdirSync(dir);
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name, version: '1.0.0', private: true, type: 'module' }));
-  npm(dir, ['install', '--offline', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs]);
+  npm(dir, ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs]);
   return dir;
 }
 
