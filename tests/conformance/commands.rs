@@ -156,6 +156,31 @@ fn a_timed_out_command_ends_with_all_it_started(u: Env) {
     );
 }
 
+/// A command that starts a background process and exits succeeds without
+/// waiting for it: the child must not hold the exec's output open (over a
+/// kubelet the exec stays open until every holder lets go).
+fn a_command_that_leaves_a_child_running_does_not_hold_the_sync(u: Env) {
+    let sb = Sandbox::new(u);
+    let tag = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let src = sb.write_host("a", b"a");
+    let o = with_cmds(
+        op("o", vec![file(&src, sb.remote("a"))]),
+        vec![cmd(&format!("sleep 29.{tag} & echo started"), None)],
+    );
+    let t = std::time::Instant::now();
+    sb.sync_in(&[o]).expect("sync-in");
+    let took = t.elapsed();
+    // A hang bound, not a speed figure: the child sleeps 29 s.
+    assert!(took < std::time::Duration::from_secs(15), "took {took:?}");
+    assert_eq!(std::fs::read(sb.remote_on_host("a")).unwrap(), b"a");
+    let _ = std::process::Command::new("pkill")
+        .args(["-f", &format!("^sleep 29\\.{tag}$")])
+        .status();
+}
+
 /// Commands read /dev/null, never the sync stream.
 fn command_stdin_is_dev_null(u: Env) {
     let sb = Sandbox::new(u);
@@ -223,6 +248,7 @@ sandbox_sync_tests::for_each_userland!(
     failing_command_stops_the_rest,
     failure_names_the_failing_operation,
     command_timeout,
+    a_command_that_leaves_a_child_running_does_not_hold_the_sync,
     command_stdin_is_dev_null,
     no_extra_exec_without_commands,
 );

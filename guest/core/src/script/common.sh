@@ -124,6 +124,21 @@ printf '%s\n' "$$" >"$_ss_S/pid" 2>/dev/null
 # started, not only its shell.
 _ss_setsid=
 command -v setsid >/dev/null 2>&1 && _ss_setsid=setsid
+# Starts the command text $1 in the background in the pinned cwd (fd 8),
+# stdin /dev/null, its output into the scratch file $2 (sets _ss_cp). Not
+# into the exec's own output: a child the command leaves running would
+# hold that open, and a kubelet keeps an exec open until every holder of
+# its output lets go, so the sync would hang as long as the child lives.
+_ss_spawn_cmd() {
+  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec $_ss_setsid /bin/sh -c "$1" sandbox-sync-post-upload 8<&- 9<&-) </dev/null >"$2" 2>&1 &
+  _ss_cp=$!
+}
+# Hands a command's output file $1 on to stderr (the host keeps its tail
+# for the error report) and removes it.
+_ss_relay_out() {
+  cat "$1" >&2 2>/dev/null
+  rm -f "$1"
+}
 # Sends signal $2 to command $1: its whole process group where it has one.
 _ss_stop() {
   if [ -n "$_ss_setsid" ]; then kill "-$2" "-$1" 2>/dev/null; else kill "-$2" "$1" 2>/dev/null; fi
@@ -147,10 +162,26 @@ _ss_watchfor() {
   [ -z "$_ss_f" ] || { sleep "0$_ss_f" 2>/dev/null & _ss_ws=$!; wait "$_ss_ws"; }
   return 0
 }
+# At the deadline, for the watcher: USR1 tells program $1 to stop. A
+# shell runs that trap only once its foreground command returns, and one
+# blocked on a stdin that never ends (a kubelet whose client went away
+# may never close it) would keep the program alive for good; so the
+# program's other children get TERM as well (never this watcher).
+_ss_expire() {
+  kill -USR1 "$1" 2>/dev/null
+  read -r _ss_me _ss_x </proc/self/stat 2>/dev/null || _ss_me=
+  for _ss_k in /proc/[0-9]*/stat; do
+    read -r _ss_l <"$_ss_k" 2>/dev/null || continue
+    _ss_l=${_ss_l##*) }; _ss_l=${_ss_l#* }
+    _ss_p=${_ss_k#/proc/}; _ss_p=${_ss_p%/stat}
+    [ "${_ss_l%% *}" = "$1" ] && [ "$_ss_p" != "$_ss_me" ] && kill -TERM "$_ss_p" 2>/dev/null
+  done
+  return 0
+}
 trap _ss_cleanup EXIT
 trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM; trap 'exit "$_ss_E_DEADLINE"' USR1
 if [ -n "$_ss_deadline" ]; then
-  (_ss_watchfor "$_ss_deadline" && kill -USR1 $$) </dev/null >/dev/null 2>&1 &
+  (_ss_watchfor "$_ss_deadline" && _ss_expire $$) </dev/null >/dev/null 2>&1 &
   _ss_watch=$!
 fi
 _ss_pin "$_ss_S" 9

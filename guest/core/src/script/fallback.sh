@@ -38,9 +38,9 @@ _ss_fb_extract() {
 _ss_fb_cmd() {
   _ss_pin "$1" 8
   _ss_c=$(head -c "$2"; echo x); _ss_c=${_ss_c%x}
-  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec $_ss_setsid /bin/sh -c "$_ss_c" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &
-  _ss_cp=$!
+  _ss_spawn_cmd "$_ss_c" "$_ss_S/cmd-out"
   wait "$_ss_cp"; _ss_rc=$?; _ss_cp=
+  _ss_relay_out "$_ss_S/cmd-out"
   exit "$_ss_rc"
 }
 # Archives a file (`file SRC`) or a directory (`dir SRC FOLLOW PATTERNS...`)

@@ -113,8 +113,7 @@ _ss_cmd() {
   _ss_c=$(cat "/proc/self/fd/9/$3"; echo x) || _ss_die "$_ss_E_EXTRACT" 'cannot read a staged command'
   _ss_c=${_ss_c%x}
   rm -f /proc/self/fd/9/timeout
-  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec $_ss_setsid /bin/sh -c "$_ss_c" sandbox-sync-post-upload 8<&- 9<&-) </dev/null 1>&2 &
-  _ss_cp=$!
+  _ss_spawn_cmd "$_ss_c" "$_ss_S/cmd-out"
   _ss_wp=
   if [ -n "$5" ]; then
     # At the timeout the command, and all it started, gets TERM, and KILL
@@ -127,6 +126,7 @@ _ss_cmd() {
   wait "$_ss_cp"; _ss_rc=$?
   _ss_cp=
   if [ -n "$_ss_wp" ]; then kill -USR2 "$_ss_wp" 2>/dev/null; wait "$_ss_wp" 2>/dev/null; fi
+  _ss_relay_out "$_ss_S/cmd-out"
   exec 8<&-
   if [ -e /proc/self/fd/9/timeout ]; then
     printf '%s cmd %s %s %s 1\n' "$_ss_TAG" "$1" "$2" "$_ss_rc"; _ss_die "$_ss_E_COMMAND_TIMEOUT" "post-upload command timed out after $5s"
