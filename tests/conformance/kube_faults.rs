@@ -44,6 +44,13 @@ fn connection_dropped_mid_stream() {
             !sb.host.join("t").exists(),
             "the target's directory is left"
         );
+        // Nothing kills a pod's process when its stream is cut: the
+        // program must end by itself (its output pipe is gone).
+        assert_eq!(
+            server(&sb).wait_for_no_live_processes(Duration::from_secs(10)),
+            0,
+            "{protocol:?}: the sync's program outlived the connection"
+        );
     }
 }
 
@@ -113,6 +120,12 @@ fn stalled_stdin_times_out() {
         err.error
     );
     assert!(!sb.remote_on_host("big").exists());
+    // The host gave up and went away; its stdin closing ends the program.
+    assert_eq!(
+        server(&sb).wait_for_no_live_processes(Duration::from_secs(10)),
+        0,
+        "the sync's program outlived the call"
+    );
 }
 
 /// 1 GiB through a pod that reads at 256 MB/s, via the real CLI in its own
@@ -168,4 +181,140 @@ fn one_gib_through_a_slow_reader_keeps_host_memory_bounded() {
         "host peak RSS {} MiB",
         peak >> 20
     );
+}
+
+/// The frames of one exec, read until the status frame, from a client
+/// that is not kube-rs: the server must behave as a kubelet to any client.
+mod raw {
+    use futures_util::StreamExt;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::http::{HeaderValue, Response};
+    use tokio_tungstenite::tungstenite::Message;
+
+    pub type Ws = tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >;
+
+    /// Opens `sh -c script` in the test pod, offering `protocols` (in that
+    /// order) and permessage-deflate.
+    pub async fn open(
+        server: &super::k8s_server::K8sExecServer,
+        protocols: &str,
+        script: &str,
+    ) -> (Response<Option<Vec<u8>>>, Ws) {
+        let command: String = form_urlencoded::byte_serialize(script.as_bytes()).collect();
+        let url = format!(
+            "ws://{}/api/v1/namespaces/sandboxes/pods/agent-pod/exec?stdin=true&stdout=true&stderr=true&container=agent&command=sh&command=-c&command={command}",
+            server.addr()
+        );
+        let mut req = url.into_client_request().expect("request");
+        let headers = req.headers_mut();
+        headers.insert(
+            "Sec-WebSocket-Protocol",
+            HeaderValue::from_str(protocols).expect("header"),
+        );
+        headers.insert(
+            "Sec-WebSocket-Extensions",
+            HeaderValue::from_static("permessage-deflate; client_max_window_bits"),
+        );
+        let (ws, resp) = tokio_tungstenite::connect_async(req)
+            .await
+            .expect("exec upgrade");
+        (resp, ws)
+    }
+
+    /// Every binary frame up to and including the status frame.
+    pub async fn frames(ws: &mut Ws) -> Vec<Vec<u8>> {
+        let mut frames = Vec::new();
+        while let Some(message) = ws.next().await {
+            match message.expect("read a frame") {
+                Message::Binary(data) => {
+                    let status = data.first() == Some(&3);
+                    frames.push(data.to_vec());
+                    if status {
+                        break;
+                    }
+                }
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+        frames
+    }
+
+    /// The payload of every frame on `channel`, joined.
+    pub fn channel(frames: &[Vec<u8>], channel: u8) -> String {
+        let bytes: Vec<u8> = frames
+            .iter()
+            .filter(|f| f.first() == Some(&channel))
+            .flat_map(|f| f[1..].to_vec())
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// The handshake and the opening as a kubelet's: the client's first
+/// acceptable subprotocol, no WebSocket extension (exec streams are not
+/// compressed), one empty stdout frame before any output.
+#[test]
+fn the_exec_handshake_and_opening_are_a_kubelets() {
+    let sb = kube_sandbox(Protocol::V5);
+    let server = server(&sb);
+    for (offered, chosen) in [
+        ("v4.channel.k8s.io, v5.channel.k8s.io", "v4.channel.k8s.io"),
+        ("v5.channel.k8s.io, v4.channel.k8s.io", "v5.channel.k8s.io"),
+    ] {
+        let (resp, mut ws) = block_on(raw::open(server, offered, "echo hi"));
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        assert_eq!(header("sec-websocket-protocol").as_deref(), Some(chosen));
+        assert_eq!(header("sec-websocket-extensions"), None);
+        let frames = block_on(raw::frames(&mut ws));
+        assert_eq!(frames.first(), Some(&vec![1u8]), "{offered}: {frames:?}");
+        assert_eq!(frames.iter().filter(|f| f.len() == 1).count(), 1);
+        assert_eq!(raw::channel(&frames, 1), "hi\n");
+        assert!(raw::channel(&frames, 3).contains("Success"), "{frames:?}");
+    }
+}
+
+/// A background child that keeps the exec's stdout open keeps the exec
+/// open: its output arrives before the status, as on a kubelet, so a test
+/// sees a sync that would hang on a real cluster.
+#[test]
+fn a_child_holding_the_output_keeps_the_exec_open() {
+    let sb = kube_sandbox(Protocol::V5);
+    let (_, mut ws) = block_on(raw::open(
+        server(&sb),
+        "v5.channel.k8s.io",
+        "(sleep 1; echo late) & echo early",
+    ));
+    let frames = block_on(raw::frames(&mut ws));
+    assert_eq!(raw::channel(&frames, 1), "early\nlate\n");
+    assert_eq!(frames.last().and_then(|f| f.first()), Some(&3));
+}
+
+/// A client that goes away closes the process's stdin and leaves it
+/// running, as a kubelet does: the process finishes what it does.
+#[test]
+fn a_client_that_goes_away_leaves_the_process_running() {
+    let sb = kube_sandbox(Protocol::V5);
+    let marker = sb.host.join("finished");
+    let script = format!("cat >/dev/null; echo done > '{}'", marker.display());
+    let (_, ws) = block_on(raw::open(server(&sb), "v5.channel.k8s.io", &script));
+    // Gone once the process runs (the upgrade answers before it starts).
+    let started = Instant::now();
+    while server(&sb).live_processes() == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never started");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(ws);
+    assert_eq!(
+        server(&sb).wait_for_no_live_processes(Duration::from_secs(10)),
+        0
+    );
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "done\n");
 }

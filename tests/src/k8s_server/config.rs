@@ -139,8 +139,9 @@ impl ServerConfig {
         self
     }
 
-    /// Sends one empty frame on stdout, stderr and status right after the
-    /// upgrade, as API servers do (kube-rs skips them). On by default.
+    /// Sends one empty frame on stdout right after the upgrade, as a
+    /// kubelet does on the lowest channel it writes (kube-rs skips it).
+    /// On by default.
     #[must_use]
     pub fn channel_preamble(mut self, on: bool) -> Self {
         self.channel_preamble = on;

@@ -6,14 +6,21 @@
 //!   (phase and containers from [`FakePod`]) or a `404` `Status`.
 //! - `GET /api/v1/namespaces/{ns}/pods/{name}/exec?command=…&container=…&stdin=true…`
 //!   with `Upgrade: websocket` becomes a WebSocket (tokio-tungstenite's
-//!   `accept_hdr_async_with_config`), negotiating `v5.channel.k8s.io` when
-//!   offered and enabled, else `v4.channel.k8s.io`. The argv runs as a real
+//!   `accept_hdr_async_with_config`), negotiating the first of
+//!   `v5.channel.k8s.io` and `v4.channel.k8s.io` that the client offers
+//!   and the config enables (the client's order, as in the API server's
+//!   handshake), with no WebSocket extension (the exec stream has no
+//!   compression). The argv runs as a real
 //!   process built by the test's [`CommandFactory`] (e.g. `unshare` +
 //!   `chroot` into a sandbox root, as the `local` backend does).
 //! - Frames are binary, first byte the channel: 0 stdin, 1 stdout, 2 stderr,
 //!   3 status (`metav1.Status` JSON), 4 resize, and on v5 255 = close, whose
-//!   payload is the closed channel. After the process exits and its output
-//!   is forwarded, one status frame is sent and the socket is closed.
+//!   payload is the closed channel. One empty stdout frame opens the
+//!   stream. After the process exits and every holder of its stdout and
+//!   stderr has closed them (a background child that keeps them open keeps
+//!   the exec open, as on a kubelet), one status frame is sent and the
+//!   socket is closed. A client that goes away closes the process's stdin;
+//!   the process is not killed ([`K8sExecServer::live_processes`]).
 //! - Stdin is pumped with backpressure: a stdin frame is only read off the
 //!   socket once the previous few were written to the child.
 //! - [`Faults`] inject failures: drop the connection after N stdout bytes,
@@ -98,6 +105,8 @@ struct Shared {
     stdin_wire: Arc<AtomicU64>,
     /// Stdout payload bytes sent to clients, all execs.
     stdout_wire: Arc<AtomicU64>,
+    /// Exec processes started and not yet reaped.
+    live: Arc<AtomicU64>,
 }
 
 impl Shared {
@@ -121,8 +130,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A running fake API server; dropping it stops it, its connections and
-/// their processes.
+/// A running fake API server; dropping it stops it and its connections
+/// (their processes run on, as a pod's do).
 pub struct K8sExecServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
@@ -152,6 +161,7 @@ impl K8sExecServer {
             argvs: Mutex::new(Vec::new()),
             stdin_wire: Arc::default(),
             stdout_wire: Arc::default(),
+            live: Arc::default(),
         });
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
         tracing::debug!(%addr, "fake k8s exec server listening");
@@ -219,6 +229,25 @@ impl K8sExecServer {
     /// and WebSocket headers not counted).
     pub fn stdin_bytes(&self) -> u64 {
         self.shared.stdin_wire.load(Ordering::SeqCst)
+    }
+
+    /// Exec processes started and not yet exited (however their exec
+    /// stream ended): what a sync left running in the pod.
+    pub fn live_processes(&self) -> u64 {
+        self.shared.live.load(Ordering::SeqCst)
+    }
+
+    /// Waits up to `limit` for every exec process to exit; the number
+    /// still running then.
+    pub fn wait_for_no_live_processes(&self, limit: Duration) -> u64 {
+        let until = std::time::Instant::now() + limit;
+        loop {
+            let live = self.live_processes();
+            if live == 0 || std::time::Instant::now() >= until {
+                return live;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Stdout payload bytes sent to clients so far (all execs; frame and

@@ -50,20 +50,20 @@ impl Protocol {
     }
 }
 
-/// Picks the subprotocol: v5 when offered and enabled, else v4.
+/// Picks the subprotocol as the API server's handshake does
+/// (`wsstream`): the first one the client offers that is enabled, so the
+/// client's order decides.
 pub(super) fn negotiate(offered: Option<&HeaderValue>, supported: Protocols) -> Option<Protocol> {
-    let offered: Vec<&str> = offered
-        .and_then(|v| v.to_str().ok())
-        .map(|v| v.split(',').map(str::trim).collect())
-        .unwrap_or_default();
-    let has = |p: Protocol| offered.contains(&p.as_str());
-    if supported.v5 && has(Protocol::V5) {
-        Some(Protocol::V5)
-    } else if supported.v4 && has(Protocol::V4) {
-        Some(Protocol::V4)
-    } else {
-        None
-    }
+    let offered = offered.and_then(|v| v.to_str().ok()).unwrap_or_default();
+    offered.split(',').map(str::trim).find_map(|token| {
+        if supported.v5 && token == V5_PROTOCOL {
+            Some(Protocol::V5)
+        } else if supported.v4 && token == V4_PROTOCOL {
+            Some(Protocol::V4)
+        } else {
+            None
+        }
+    })
 }
 
 /// A binary message: the channel byte, then the payload.
@@ -79,7 +79,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn negotiation_prefers_v5_unless_disabled() {
+    fn negotiation_takes_the_first_enabled_protocol_the_client_offers() {
         let offered = HeaderValue::from_static("v5.channel.k8s.io, v4.channel.k8s.io");
         let both = Protocols { v5: true, v4: true };
         let v4_only = Protocols {
@@ -95,5 +95,11 @@ mod tests {
         let old = HeaderValue::from_static("v4.channel.k8s.io");
         assert_eq!(negotiate(Some(&old), v5_only), None);
         assert_eq!(negotiate(None, both), None);
+        // The client's order decides, as in the API server's handshake.
+        let v4_first = HeaderValue::from_static("v4.channel.k8s.io, v5.channel.k8s.io");
+        assert_eq!(negotiate(Some(&v4_first), both), Some(Protocol::V4));
+        assert_eq!(negotiate(Some(&v4_first), v5_only), Some(Protocol::V5));
+        let unknown_first = HeaderValue::from_static("v6.channel.k8s.io, v5.channel.k8s.io");
+        assert_eq!(negotiate(Some(&unknown_first), both), Some(Protocol::V5));
     }
 }

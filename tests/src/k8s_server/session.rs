@@ -1,9 +1,20 @@
 //! One exec over an upgraded socket: start the process, wire its pipes to
 //! the pumps, wait for it and its output, then end the session the way a
 //! kubelet does (one status frame, then a close) or the way a fault asks.
+//!
+//! Where it matters for hangs and orphans this behaves as a kubelet does,
+//! not as a test would like: the status waits until every holder of the
+//! process's stdout and stderr has let go (a background child that keeps
+//! them open keeps the exec open), and a client that goes away closes the
+//! process's stdin but leaves it running (nothing kills a pod's process
+//! when its exec stream ends). [`K8sExecServer::live_processes`] counts
+//! the processes still running, so tests can tell.
+//!
+//! [`K8sExecServer::live_processes`]: super::K8sExecServer::live_processes
 
 use std::io;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,11 +22,10 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout};
 use tokio::sync::mpsc;
 use tokio::task::{AbortHandle, JoinHandle};
-use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use super::faults::Faults;
-use super::protocol::{Protocol, STATUS_CHANNEL, STDERR_CHANNEL, STDOUT_CHANNEL};
+use super::protocol::{Protocol, STDERR_CHANNEL, STDOUT_CHANNEL};
 use super::pumps::{
     feed_stdin, forward_output, read_frames, write_frames, OutputFaults, PumpEnd, ReaderEnd,
 };
@@ -28,9 +38,6 @@ use super::Shared;
 const STDIN_QUEUE: usize = 4;
 /// Frames queued for the socket.
 const OUT_QUEUE: usize = 16;
-/// After the child exits, how long its stdout/stderr may stay open (a
-/// stray grandchild) before we stop forwarding them.
-const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// How long to flush queued frames before cutting a connection.
 const FLUSH_GRACE: Duration = Duration::from_secs(2);
 /// After our close frame, how long the client gets to close its side.
@@ -54,21 +61,30 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// Counts a started process until it is reaped (however its session ends).
+struct Live(Arc<AtomicU64>);
+
+impl Live {
+    fn new(count: &Arc<AtomicU64>) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Live(Arc::clone(count))
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// Why the session's wait loop stopped.
 enum Next {
-    /// The process exited and its output is forwarded (or given up on).
+    /// The process exited and its output reached EOF.
     Finished(io::Result<ExitStatus>),
     /// The stdout budget fault fired.
     DropConnection,
     /// The client went away.
     ClientGone(ReaderEnd),
-}
-
-async fn sleep_until_opt(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
 }
 
 /// Starts the exec's process with its three pipes; the error is the
@@ -81,7 +97,8 @@ fn spawn(
         cmd.stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .kill_on_drop(true);
+            // A pod's process outlives its exec stream.
+            .kill_on_drop(false);
         cmd.spawn()
     });
     let mut child = spawned.map_err(|e| {
@@ -113,16 +130,27 @@ pub(super) async fn serve_exec(
     let mut reader = tokio::spawn(read_frames(source, protocol, stdin_tx, received));
     tasks.add(&reader);
 
-    if shared.config.channel_preamble {
-        for channel in [STDOUT_CHANNEL, STDERR_CHANNEL, STATUS_CHANNEL] {
-            if out_tx.send(Message::binary(vec![channel])).await.is_err() {
-                return;
-            }
-        }
+    // The kubelet's "connection established": one empty frame on the
+    // lowest channel it writes (stdout: kube-rs always asks for it).
+    if shared.config.channel_preamble
+        && out_tx
+            .send(Message::binary(vec![STDOUT_CHANNEL]))
+            .await
+            .is_err()
+    {
+        return;
     }
 
     let (mut child, stdin, stdout, stderr) = match spawn(&shared, &argv) {
-        Ok(spawned) => spawned,
+        Ok((child, stdin, stdout, stderr)) => (
+            Reaped {
+                child,
+                _live: Live::new(&shared.live),
+            },
+            stdin,
+            stdout,
+            stderr,
+        ),
         Err(detail) => {
             drop(stdin_rx);
             let outcome = Outcome::Internal(detail);
@@ -143,19 +171,19 @@ pub(super) async fn serve_exec(
         out_tx.clone(),
         stdout_faults,
     ));
-    tasks.add(&stdout_task);
+    let mut pumps = AbortOnDrop::default();
+    pumps.add(&stdout_task);
     let mut stderr_task = tokio::spawn(forward_output(
         stderr,
         STDERR_CHANNEL,
         out_tx.clone(),
         OutputFaults::default(),
     ));
-    tasks.add(&stderr_task);
+    pumps.add(&stderr_task);
 
     let mut exit = None;
     let mut stdout_done = false;
     let mut stderr_done = false;
-    let mut grace = None;
     let next = loop {
         if stdout_done && stderr_done {
             if let Some(status) = exit.take() {
@@ -170,17 +198,7 @@ pub(super) async fn serve_exec(
                 }
             }
             _ = &mut stderr_task, if !stderr_done => stderr_done = true,
-            status = child.wait(), if exit.is_none() => {
-                exit = Some(status);
-                grace = Some(Instant::now() + OUTPUT_GRACE);
-            }
-            () = sleep_until_opt(grace), if !(stdout_done && stderr_done) => {
-                tracing::debug!("process output still open after exit; not forwarding the rest");
-                stdout_task.abort();
-                stderr_task.abort();
-                stdout_done = true;
-                stderr_done = true;
-            }
+            status = child.child.wait(), if exit.is_none() => exit = Some(status),
             end = &mut reader => break Next::ClientGone(end.unwrap_or(ReaderEnd::Disconnected)),
         }
     };
@@ -195,9 +213,13 @@ pub(super) async fn serve_exec(
         }
         Next::DropConnection => {
             tracing::debug!("fault: cutting the connection after the stdout budget");
-            let _ = child.start_kill();
-            stderr_task.abort();
-            let _ = stderr_task.await;
+            // The stream is gone: its output pipes close (the stdout pump
+            // ended at the budget), its stdin closes when the feeder is
+            // dropped, and the process is left to finish on its own.
+            if !stderr_done {
+                stderr_task.abort();
+                let _ = stderr_task.await;
+            }
             drop(out_tx);
             // Deliver exactly the budget, then close the TCP connection
             // without a close frame or a status.
@@ -209,10 +231,37 @@ pub(super) async fn serve_exec(
             reader.abort();
             let _ = reader.await;
             drop(sink);
+            tokio::spawn(child.reap());
         }
         Next::ClientGone(end) => {
-            tracing::debug!(?end, "client went away; killing the process");
-            let _ = child.start_kill();
+            // As a kubelet: stdin closes (the feeder is dropped below), the
+            // output is read and dropped, the process runs on.
+            tracing::debug!(?end, "client went away; leaving the process running");
+            pumps.0.clear();
+            tokio::spawn(async move {
+                if !stdout_done {
+                    let _ = stdout_task.await;
+                }
+                if !stderr_done {
+                    let _ = stderr_task.await;
+                }
+                child.reap().await;
+            });
+        }
+    }
+}
+
+/// A started process, counted as live until it is reaped.
+struct Reaped {
+    child: Child,
+    _live: Live,
+}
+
+impl Reaped {
+    /// Waits for a process nobody waits on any more.
+    async fn reap(mut self) {
+        if let Err(e) = self.child.wait().await {
+            tracing::debug!(error = %e, "failed to reap a process");
         }
     }
 }
