@@ -9,25 +9,6 @@ use std::sync::OnceLock;
 
 use sandbox_sync_tests::*;
 
-/// A small deterministic PRNG (xorshift64*), so every case is reproducible
-/// from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[self.below(xs.len() as u64) as usize]
-    }
-}
-
 const NAMES: &[&str] = &[
     "a",
     "d",
@@ -60,12 +41,12 @@ fn random_tree(rng: &mut Rng, dir: &Path, depth: u32) {
         let p = dir.join(&name);
         match rng.below(10) {
             0..=5 => {
-                let len = [0, 1, 511, 512, 513, 4096, 70_000][rng.below(7) as usize];
-                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                let len = [0, 1, 511, 512, 513, 4096, 70_000][rng.below(7)];
+                let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
                 std::fs::write(&p, data).unwrap();
                 std::fs::set_permissions(
                     &p,
-                    std::fs::Permissions::from_mode(MODES[rng.below(MODES.len() as u64) as usize]),
+                    std::fs::Permissions::from_mode(MODES[rng.below(MODES.len())]),
                 )
                 .unwrap();
             }
@@ -73,13 +54,13 @@ fn random_tree(rng: &mut Rng, dir: &Path, depth: u32) {
                 random_tree(rng, &p, depth + 1);
                 std::fs::set_permissions(
                     &p,
-                    std::fs::Permissions::from_mode([0o755, 0o700, 0o750][rng.below(3) as usize]),
+                    std::fs::Permissions::from_mode([0o755, 0o700, 0o750][rng.below(3)]),
                 )
                 .unwrap();
             }
             8 => std::fs::create_dir_all(&p).unwrap(),
             _ => symlink(
-                ["../x", "a0", "/etc/hostname", "sub/../a0", "missing"][rng.below(5) as usize],
+                ["../x", "a0", "/etc/hostname", "sub/../a0", "missing"][rng.below(5)],
                 &p,
             )
             .unwrap(),

@@ -22,27 +22,6 @@ use std::time::{Duration, SystemTime};
 
 use sandbox_sync_tests::*;
 
-/// xorshift64*: small, seeded, reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a>(&mut self, of: &[&'a str]) -> &'a str {
-        of[self.below(of.len())]
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| (self.next() >> 32) as u8).collect()
-    }
-}
-
 /// The names the edits play with, in both trees.
 const NAMES: &[&str] = &["a.txt", "b.txt", "d/c.txt", "d/e/f.bin", "g.txt", "d/h.bin"];
 

@@ -129,6 +129,44 @@ pub fn set_mtime(p: &Path, t: std::time::SystemTime) {
         .unwrap_or_else(|e| panic!("set the mtime of {}: {e}", p.display()));
 }
 
+/// A small seeded generator (xorshift64*) for the randomized tests and
+/// the benchmark's workloads: a seed gives the same sequence anywhere, so
+/// every case is reproducible from its seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A number in `0..n` (`n` > 0).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// One of `of` (not empty).
+    pub fn pick<'a>(&mut self, of: &[&'a str]) -> &'a str {
+        of[self.below(of.len())]
+    }
+
+    /// `n` bytes, each from the high half of one draw.
+    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| (self.next_u64() >> 32) as u8).collect()
+    }
+
+    /// Fills `buf` with draws, eight bytes (little-endian) at a time.
+    pub fn fill(&mut self, buf: &mut [u8]) {
+        for chunk in buf.chunks_mut(8) {
+            let v = self.next_u64().to_le_bytes();
+            chunk.copy_from_slice(&v[..chunk.len()]);
+        }
+    }
+}
+
 /// `len` deterministic bytes that no codec compresses (xorshift64), for
 /// tests that cut or count a stream at a byte offset.
 pub fn incompressible(len: usize) -> Vec<u8> {

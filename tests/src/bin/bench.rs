@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use sandbox_sync_tests::daytona_server::ToolboxServer;
 use sandbox_sync_tests::k8s_server::{Faults, HostCommands, K8sExecServer, ServerConfig};
+use sandbox_sync_tests::Rng;
 
 /// The pod the in-process Kubernetes exec endpoint serves.
 const KUBE_NS: &str = "sandboxes";
@@ -132,25 +133,7 @@ fn parse_links(spec: &str) -> Result<Vec<u64>> {
     Ok(links)
 }
 
-/// A fast deterministic byte generator (xorshift64*).
-struct Gen(u64);
-
-impl Gen {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn fill(&mut self, buf: &mut [u8]) {
-        for chunk in buf.chunks_mut(8) {
-            let v = self.next().to_le_bytes();
-            chunk.copy_from_slice(&v[..chunk.len()]);
-        }
-    }
-}
-
-fn write_random(path: &Path, size: u64, g: &mut Gen) -> Result<()> {
+fn write_random(path: &Path, size: u64, g: &mut Rng) -> Result<()> {
     let mut f = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
     let mut buf = vec![0u8; 1 << 20];
     let mut left = size;
@@ -179,7 +162,7 @@ fn write_text(path: &Path, size: u64) -> Result<()> {
 
 /// Code-like lines: compress about as well as real source, unlike the
 /// repetitive log lines of `write_text`.
-fn write_source(path: &Path, size: u64, g: &mut Gen) -> Result<()> {
+fn write_source(path: &Path, size: u64, g: &mut Rng) -> Result<()> {
     const WORDS: [&str; 32] = [
         "request", "buffer", "index", "value", "config", "handler", "client", "state", "result",
         "error", "stream", "offset", "length", "entry", "parent", "target", "source", "record",
@@ -189,7 +172,7 @@ fn write_source(path: &Path, size: u64, g: &mut Gen) -> Result<()> {
     let size = usize::try_from(size)?;
     let mut text = String::with_capacity(size + 128);
     while text.len() < size {
-        let r = g.next();
+        let r = g.next_u64();
         let [a, b, c, d, e] = [0, 1, 2, 3, 4].map(|k: u64| WORDS[((r >> (k * 5)) % 32) as usize]);
         let indent = "    ".repeat(((r >> 40) % 4) as usize);
         let n = (r >> 20) % 4096;
@@ -218,7 +201,7 @@ fn write_source(path: &Path, size: u64, g: &mut Gen) -> Result<()> {
 /// and `blobs` random binaries of 256 KiB-2 MiB under `assets/`. Built
 /// beside `dir` and renamed in, so an interrupted run leaves no half tree
 /// to be reused.
-fn write_tree(dir: &Path, files: u64, blobs: u64, g: &mut Gen) -> Result<()> {
+fn write_tree(dir: &Path, files: u64, blobs: u64, g: &mut Rng) -> Result<()> {
     const EXTS: [&str; 6] = ["rs", "py", "ts", "go", "md", "json"];
     let tmp = dir.with_extension("partial");
     reset(&tmp)?;
@@ -231,7 +214,7 @@ fn write_tree(dir: &Path, files: u64, blobs: u64, g: &mut Gen) -> Result<()> {
             leaf % 10
         ));
         std::fs::create_dir_all(&d)?;
-        let unit = (g.next() >> 11) as f64 / (1u64 << 53) as f64;
+        let unit = (g.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
         let size = (200.0 * (40_960.0f64 / 200.0).powf(unit)) as u64;
         let ext = EXTS[(i % EXTS.len() as u64) as usize];
         let f = d.join(format!("f{i:05}.{ext}"));
@@ -241,7 +224,7 @@ fn write_tree(dir: &Path, files: u64, blobs: u64, g: &mut Gen) -> Result<()> {
     let assets = tmp.join("assets");
     std::fs::create_dir_all(&assets)?;
     for i in 0..blobs {
-        let size = (256 << 10) + g.next() % ((2 << 20) - (256 << 10));
+        let size = (256 << 10) + g.next_u64() % ((2 << 20) - (256 << 10));
         let f = assets.join(format!("blob{i:02}.bin"));
         write_random(&f, size, g)?;
         age(&f)?;
@@ -426,7 +409,7 @@ fn file_workloads(size: u64, random: &Path, text: &Path) -> Vec<Workload> {
 
 fn generate(a: &Args) -> Result<Workloads> {
     let src = a.work.join("src");
-    let mut g = Gen(0x9E37_79B9_7F4A_7C15);
+    let mut g = Rng(0x9E37_79B9_7F4A_7C15);
     let big = if a.quick { 64 << 20 } else { 1 << 30 };
     // A 1 GiB file at 5 MB/s takes 3.5 minutes a run.
     let link_big: u64 = if a.quick { 16 << 20 } else { 64 << 20 };
@@ -463,7 +446,7 @@ fn generate(a: &Args) -> Result<Workloads> {
                 (i / 400) % 250
             ));
             std::fs::create_dir_all(&d)?;
-            let size = 1024 + (g.next() % (15 * 1024)) as usize;
+            let size = 1024 + (g.next_u64() % (15 * 1024)) as usize;
             let mut buf = vec![0u8; size];
             g.fill(&mut buf);
             std::fs::write(d.join(format!("f{i:06}.dat")), &buf)?;
