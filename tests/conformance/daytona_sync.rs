@@ -172,7 +172,13 @@ fn a_cut_upload_runs_nothing_and_leaves_nothing(u: Env) {
     assert_eq!(err.error.kind, ErrorKind::Transport, "{}", err.error);
     assert!(!sb.remote_on_host("big").exists());
     assert!(!sb.remote_on_host("ran").exists());
-    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+    assert!(
+        sb.scratch_left().is_empty(),
+        "left {:?}; calls {:?}; {}",
+        sb.scratch_left(),
+        server(&sb).calls(),
+        err.error
+    );
 }
 
 /// A download cut before its closing boundary fails the sync-out; the

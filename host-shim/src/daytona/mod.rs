@@ -186,16 +186,21 @@ impl Toolbox {
     ) -> Result<Self, ToolboxError> {
         // A client for the API itself: same key, same TLS.
         let api = Toolbox::new(api_url, sandbox, api_key)?;
-        let req = Request::builder()
-            .method(Method::GET)
-            .uri(format!(
-                "{}/sandbox/{sandbox}/toolbox-proxy-url",
-                api_url.trim_end_matches('/')
-            ))
-            .header(header::AUTHORIZATION, api.auth.clone())
-            .body(empty())
-            .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
-        let (status, bytes) = api.send(req, "toolbox-proxy-url", MAX_ANSWER).await?;
+        let uri = format!(
+            "{}/sandbox/{sandbox}/toolbox-proxy-url",
+            api_url.trim_end_matches('/')
+        );
+        let req = || {
+            Request::builder()
+                .method(Method::GET)
+                .uri(&uri)
+                .header(header::AUTHORIZATION, api.auth.clone())
+                .body(empty())
+                .map_err(|e| ToolboxError::Malformed(e.to_string()))
+        };
+        let (status, bytes) = api
+            .send(req, Resend::Idempotent, "toolbox-proxy-url", MAX_ANSWER)
+            .await?;
         api.check(status, &bytes, "toolbox-proxy-url")?;
         let url = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
@@ -225,8 +230,9 @@ impl Toolbox {
             // Whole seconds, at least one: 0 would mean no limit.
             body["timeout"] = t.as_secs().max(1).into();
         }
-        let req = self.json_request(Method::POST, "/process/execute", &body)?;
-        let call = self.send(req, "execute", MAX_EXECUTE_ANSWER);
+        let req = || self.json_request(Method::POST, "/process/execute", &body);
+        // Never sent twice: the command may have run.
+        let call = self.send(req, Resend::Never, "execute", MAX_EXECUTE_ANSWER);
         let (status, bytes) = match timeout {
             Some(t) => tokio::time::timeout(t + EXECUTE_MARGIN, call)
                 .await
@@ -286,7 +292,8 @@ impl Toolbox {
             .chain(data)
             .chain(futures_util::stream::once(async move { Ok(tail) }))
             .map(|r| r.map(Frame::data));
-        let req = Request::builder()
+        // The body streams once, so the request is built once.
+        let mut req = Request::builder()
             .method(Method::POST)
             .uri(format!("{}/files/bulk-upload", self.base))
             .header(header::AUTHORIZATION, self.auth.clone())
@@ -295,8 +302,15 @@ impl Toolbox {
                 format!("multipart/form-data; boundary={boundary}"),
             )
             .body(BoxBody::new(StreamBody::new(frames)))
-            .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
-        let answer = self.send(req, "bulk-upload", MAX_ANSWER).await;
+            .map_err(|e| ToolboxError::Malformed(e.to_string()))
+            .map(Some)?;
+        let req = move || {
+            req.take()
+                .ok_or_else(|| ToolboxError::Malformed("bulk-upload: sent twice".into()))
+        };
+        let answer = self
+            .send(req, Resend::Never, "bulk-upload", MAX_ANSWER)
+            .await;
         if let Some(e) = broke.lock().ok().and_then(|mut s| s.take()) {
             return Err(ToolboxError::Cut(format!("upload of {dest}: {e}")));
         }
@@ -326,12 +340,11 @@ impl Toolbox {
     /// [`ToolboxError::File`] (here, or as the stream's only item).
     pub async fn download(&self, path: &str) -> Result<Download, ToolboxError> {
         let body = serde_json::json!({ "paths": [path] });
-        let req = self.json_request(Method::POST, "/files/bulk-download", &body)?;
+        // A read: the file is removed by a later call, never by this one.
+        let req = || self.json_request(Method::POST, "/files/bulk-download", &body);
         let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|e| ToolboxError::Transport(e.to_string()))?;
+            .request(req, Resend::Idempotent, "bulk-download")
+            .await?;
         let status = resp.status();
         if !status.is_success() {
             let bytes = collect(resp.into_body(), "bulk-download", MAX_ANSWER).await?;
@@ -360,13 +373,17 @@ impl Toolbox {
             .append_pair("path", path)
             .append_pair("recursive", "true")
             .finish();
-        let req = Request::builder()
-            .method(Method::DELETE)
-            .uri(format!("{}/files?{query}", self.base))
-            .header(header::AUTHORIZATION, self.auth.clone())
-            .body(empty())
-            .map_err(|e| ToolboxError::Malformed(e.to_string()))?;
-        let (status, bytes) = self.send(req, "delete", MAX_ANSWER).await?;
+        let req = || {
+            Request::builder()
+                .method(Method::DELETE)
+                .uri(format!("{}/files?{query}", self.base))
+                .header(header::AUTHORIZATION, self.auth.clone())
+                .body(empty())
+                .map_err(|e| ToolboxError::Malformed(e.to_string()))
+        };
+        let (status, bytes) = self
+            .send(req, Resend::Idempotent, "delete", MAX_ANSWER)
+            .await?;
         // An empty 404 is the daemon's "no such path"; one with a JSON
         // body comes from the proxy (no such sandbox).
         if status == StatusCode::NOT_FOUND && bytes.is_empty() {
@@ -390,22 +407,36 @@ impl Toolbox {
             .map_err(|e| ToolboxError::Malformed(e.to_string()))
     }
 
-    /// Sends `req` and reads the whole answer, at most `cap` bytes of it
-    /// (a failing status's body at most [`MAX_ANSWER`]).
+    /// Sends the request `make` builds and reads the whole answer, at most
+    /// `cap` bytes of it (a failing status's body at most [`MAX_ANSWER`]).
     async fn send(
         &self,
-        req: Request<Body>,
+        make: impl FnMut() -> Result<Request<Body>, ToolboxError>,
+        resend: Resend,
         call: &'static str,
         cap: usize,
     ) -> Result<(StatusCode, Bytes), ToolboxError> {
-        let resp = self
-            .client
-            .request(req)
-            .await
-            .map_err(|e| ToolboxError::Transport(format!("{call}: {e}")))?;
+        let resp = self.request(make, resend, call).await?;
         let status = resp.status();
         let cap = if status.is_success() { cap } else { MAX_ANSWER };
         Ok((status, collect(resp.into_body(), call, cap).await?))
+    }
+
+    /// Sends the request `make` builds; see [`Resend`].
+    async fn request(
+        &self,
+        mut make: impl FnMut() -> Result<Request<Body>, ToolboxError>,
+        resend: Resend,
+        call: &'static str,
+    ) -> Result<http::Response<hyper::body::Incoming>, ToolboxError> {
+        let answer = match self.client.request(make()?).await {
+            Err(e) if resend == Resend::Idempotent && closed_unanswered(&e) => {
+                tracing::debug!(call, "a reused connection closed unanswered; sending again");
+                self.client.request(make()?).await
+            }
+            answer => answer,
+        };
+        answer.map_err(|e| ToolboxError::Transport(format!("{call}: {}", chain(&e))))
     }
 
     /// Maps a failing status to its error.
@@ -435,6 +466,37 @@ impl Toolbox {
             },
         })
     }
+}
+
+/// Whether a request is sent again when the connection the pool reused
+/// for it closed before any answer. A server may close an idle
+/// keep-alive connection at any moment, and does after refusing an upload
+/// it did not read to the end; a request that does the same thing twice
+/// (RFC 9110, 9.2.2) then goes once more, on a new connection, as
+/// browsers and Go's client do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Resend {
+    Never,
+    Idempotent,
+}
+
+/// Whether the connection closed before the answer began.
+fn closed_unanswered(e: &hyper_util::client::legacy::Error) -> bool {
+    std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<hyper::Error>())
+        .is_some_and(hyper::Error::is_incomplete_message)
+}
+
+/// An error and its causes, on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// Whether an error came from the proxy or runner (no such sandbox, not
@@ -505,4 +567,86 @@ fn full(s: String) -> Body {
 
 fn empty() -> Body {
     full(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::sync::{Arc, Mutex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that answers each connection's first request with 204 and
+    /// keeps it open, then closes it on its second request unanswered: a
+    /// keep-alive connection the server dropped just as it was reused.
+    /// Returns the address and a log of the request lines it read.
+    async fn closes_reused() -> (String, Arc<Mutex<Vec<String>>>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                let log = Arc::clone(&log);
+                tokio::spawn(async move {
+                    for answered in [true, false] {
+                        let Some(head) = read_head(&mut conn).await else {
+                            return;
+                        };
+                        log.lock().unwrap().push(head);
+                        if !answered {
+                            return;
+                        }
+                        let ok = b"HTTP/1.1 204 No Content\r\n\r\n";
+                        if conn.write_all(ok).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}"), seen)
+    }
+
+    /// The request line of the next request (its headers read; the bodies
+    /// here are small and sent with them).
+    async fn read_head(conn: &mut tokio::net::TcpStream) -> Option<String> {
+        let mut got = Vec::new();
+        let mut byte = [0u8; 4096];
+        while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = conn.read(&mut byte).await.ok().filter(|&n| n > 0)?;
+            got.extend_from_slice(&byte[..n]);
+        }
+        let text = String::from_utf8_lossy(&got);
+        text.lines().next().map(str::to_owned)
+    }
+
+    fn methods(seen: &Mutex<Vec<String>>) -> Vec<String> {
+        let seen = seen.lock().unwrap();
+        seen.iter()
+            .map(|l| l.split(' ').next().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_delete_on_a_connection_closed_unanswered_goes_again() {
+        let (url, seen) = closes_reused().await;
+        let toolbox = Toolbox::new(&url, "sb", "key").unwrap();
+        toolbox.remove("/a").await.unwrap();
+        toolbox.remove("/b").await.unwrap();
+        assert_eq!(methods(&seen), ["DELETE", "DELETE", "DELETE"]);
+    }
+
+    #[tokio::test]
+    async fn a_command_is_never_sent_twice() {
+        let (url, seen) = closes_reused().await;
+        let toolbox = Toolbox::new(&url, "sb", "key").unwrap();
+        toolbox.remove("/a").await.unwrap();
+        let err = toolbox.execute("true", None, None).await.unwrap_err();
+        assert!(
+            matches!(&err, ToolboxError::Transport(m) if m.contains("connection closed")),
+            "{err}"
+        );
+        assert_eq!(methods(&seen), ["DELETE", "POST"]);
+    }
 }
