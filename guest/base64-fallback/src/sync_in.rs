@@ -14,6 +14,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, StreamError};
 use sandbox_sync_driver::errors::{exit, from_status};
 use sandbox_sync_driver::plan::command_cwd;
+use sandbox_sync_driver::request::{self, Mapping};
 
 use crate::exec::{self, Ran};
 use crate::CHUNK;
@@ -42,10 +43,12 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
         root: root.clone(),
     };
     let mut results = Vec::new();
-    let mut k = 0;
-    for op in &req.operations {
+    for (_, op, op_mappings) in request::operations(req) {
         let (mut files, mut bytes) = (0, 0);
-        for m in &op.files {
+        for Mapping {
+            grant: k, spec: m, ..
+        } in op_mappings
+        {
             let target = confine(&root, &m.target_path, "target")?;
             let (f, b) = match m.kind {
                 MappingKind::File => ctx.file(sources[k], m, &target)?,
@@ -53,7 +56,6 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             };
             files += f;
             bytes += b;
-            k += 1;
         }
         for c in &op.post_upload_commands {
             ctx.command(&op.operation_id, c)?;

@@ -17,6 +17,7 @@ use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::errors::from_status;
 use sandbox_sync_driver::extract::{receive_dir, receive_file, ArchiveInput};
 use sandbox_sync_driver::io;
+use sandbox_sync_driver::request::{self, Mapping};
 
 use crate::exec;
 use crate::CHUNK;
@@ -50,10 +51,12 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         max_payload_bytes: req.limits.max_output_bytes,
     };
     let mut results = Vec::new();
-    let mut k = 0;
-    for op in &req.operations {
+    for (_, op, op_mappings) in request::operations(req) {
         let (mut files, mut bytes) = (0, 0);
-        for m in &op.files {
+        for Mapping {
+            grant: k, spec: m, ..
+        } in op_mappings
+        {
             let source = confine(&root, &m.source_path, "source")?;
             let name = format!("{}.tar", sandbox_sync_driver::scratch::fresh());
             let pack = match m.kind {
@@ -111,7 +114,6 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             let (f, b) = result?;
             files += f;
             bytes += b;
-            k += 1;
         }
         results.push(OperationResult {
             operation_id: op.operation_id.clone(),

@@ -11,6 +11,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
 use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_toolbox;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::SyncError;
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
+use sandbox_sync_driver::errors::exit;
 use sandbox_sync_driver::io;
 
 /// Most bytes of a command's output read back: its status lines and the
@@ -82,7 +83,7 @@ pub fn run_program(program: &str, timeout_ms: u64, max_stderr: u64) -> Result<Ra
 }
 
 /// Why writing an upload's body stopped.
-pub enum WriteFailed {
+pub enum UploadStopped {
     /// The component's own error, which stands as it is.
     Own(SyncError),
     /// The body's stream failed; the upload's status says why.
@@ -102,7 +103,7 @@ pub fn upload(
     what: &str,
     timeout_ms: u64,
     max_stderr: u64,
-    write: impl FnOnce(&Execution, &OutputStream) -> Result<(), WriteFailed>,
+    write: impl FnOnce(&Execution, &OutputStream) -> Result<(), UploadStopped>,
 ) -> Result<(), SyncError> {
     let exec = sandbox_toolbox::upload(path, options(timeout_ms, max_stderr))
         .map_err(|e| SyncError::Transport(format!("failed to start {what}: {e}")))?;
@@ -117,29 +118,17 @@ pub fn upload(
     drop(exec);
     let failed = match (written, status) {
         (Ok(()), Ok(s)) if s.exit_code == Some(0) => return Ok(()),
-        (Err(WriteFailed::Own(e)), _) => e,
-        (_, Err(e)) | (Err(WriteFailed::Stream(e)), Ok(_)) => {
+        (Err(UploadStopped::Own(e)), _) => e,
+        (_, Err(e)) | (Err(UploadStopped::Stream(e)), Ok(_)) => {
             SyncError::Transport(format!("{what} failed: {e}"))
         }
         (Ok(()), Ok(s)) => {
-            SyncError::Transport(format!("{what} failed: {}", ended(&s, timeout_ms)))
+            SyncError::Transport(format!("{what} failed: {}", exit(&s).describe(timeout_ms)))
         }
     };
     // The toolbox may have kept what arrived.
     remove(&[path], timeout_ms);
     Err(failed)
-}
-
-/// Why a toolbox call that reported no error did not succeed.
-pub fn ended(s: &ExecStatus, timeout_ms: u64) -> String {
-    let said = String::from_utf8_lossy(&s.stderr);
-    let said = said.trim();
-    match s.exit_code {
-        _ if s.timed_out => format!("it did not finish within {timeout_ms} ms"),
-        _ if !said.is_empty() => said.to_owned(),
-        Some(c) => format!("the toolbox reported status {c}"),
-        None => "the toolbox reported no status".to_owned(),
-    }
 }
 
 /// Starts a download of the sandbox file `path`, removed once the

@@ -26,6 +26,47 @@ impl Exit<'_> {
     pub fn succeeded(&self) -> bool {
         self.exit_code == Some(0) && !self.timed_out && !self.stderr_truncated
     }
+
+    /// Died by a signal, directly or as a wrapper reports it
+    /// ([`exit::KILLED`]): its cleanup trap never ran. The programs' own
+    /// traps exit 129, 130, 141, 143 or 54, after cleaning up.
+    pub fn was_killed(&self) -> bool {
+        matches!(self.exit_code, None | Some(exit::KILLED))
+    }
+
+    /// Why a call that reported no error of its own did not succeed, in
+    /// a few words (for a toolbox call, whose exit is not a program's).
+    pub fn describe(&self, timeout_ms: u64) -> String {
+        let said = String::from_utf8_lossy(self.stderr);
+        let said = said.trim();
+        match self.exit_code {
+            _ if self.timed_out => format!("it did not finish within {timeout_ms} ms"),
+            _ if !said.is_empty() => said.to_owned(),
+            Some(c) => format!("the toolbox reported status {c}"),
+            None => "the toolbox reported no status".to_owned(),
+        }
+    }
+}
+
+/// What wrote a sync-out's framed stream, as [`conclude_outbound`] words
+/// its failures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Producer {
+    /// The program itself, over a streaming exec: its exit is the
+    /// program's.
+    Program,
+    /// A toolbox download of the file the program wrote (the program's
+    /// own exit was judged before): its exit is the download's.
+    Download,
+}
+
+/// The operations a failed sync-out can be blamed on.
+#[derive(Debug, Clone, Copy)]
+pub struct Blame<'a> {
+    /// The operation whose part of the stream was being read.
+    pub current: &'a str,
+    /// The last operation (a failure after the whole stream was read).
+    pub last: &'a str,
 }
 
 /// One operation of a sync-in, as [`conclude_inbound`] needs it.
@@ -175,6 +216,70 @@ pub fn conclude_inbound(
     }
     let failing = ops.get(done).map(|o| o.id).unwrap_or("(none)");
     Err(from_status(status, failing, timeout_ms))
+}
+
+/// How the reader of a sync-out's stream stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// It read the whole stream, or refused what the stream carried (an
+    /// unsafe archive, a limit): its verdict stands.
+    Judged,
+    /// The stream failed under it (a read or a splice that broke, not a
+    /// verdict on the bytes).
+    Failed,
+    /// The stream ended in the middle of the archive.
+    Cut,
+}
+
+/// Decides a sync-out once its stream was read (`received`: what the
+/// reader made of it, `read`: how it stopped) and its producer ended
+/// (`ended`: its exit, or why the transport could not say). A stream cut
+/// short is explained by why it was cut, when the producer says: a program
+/// that failed first, or a channel that broke; a stream that failed under
+/// the reader is explained by a channel that broke. The reader's verdict
+/// on what it read (an unsafe archive, a limit) stands whatever the end.
+///
+/// # Errors
+/// The reader's error, or what the producer's end stands for.
+pub fn conclude_outbound<T, E: From<Error>>(
+    received: Result<T, E>,
+    read: Read,
+    ended: Result<Exit<'_>, &str>,
+    producer: Producer,
+    blame: Blame<'_>,
+    timeout_ms: u64,
+) -> Result<T, E> {
+    let broke = |op: &str, why: &str| {
+        let text = match producer {
+            Producer::Program => {
+                format!("operation {op}: the exec channel broke mid-stream: {why}")
+            }
+            Producer::Download => format!("the download of the sync's output broke: {why}"),
+        };
+        Error::new(ErrorKind::Transport, text)
+    };
+    let failed = |op: &str, exit: &Exit<'_>| match producer {
+        Producer::Program => from_status(exit, op, timeout_ms),
+        Producer::Download => Error::new(
+            ErrorKind::Transport,
+            format!(
+                "the download of the sync's output failed: {}",
+                exit.describe(timeout_ms)
+            ),
+        ),
+    };
+    match (received, ended) {
+        (Ok(done), Ok(exit)) if exit.succeeded() => Ok(done),
+        (Ok(_), Ok(exit)) => Err(failed(blame.last, &exit).into()),
+        (Ok(_), Err(why)) => Err(broke(blame.last, why).into()),
+        (Err(_), Err(why)) if read != Read::Judged => Err(broke(blame.current, why).into()),
+        (Err(_), Ok(exit))
+            if read == Read::Cut && (exit.exit_code != Some(0) || exit.timed_out) =>
+        {
+            Err(failed(blame.current, &exit).into())
+        }
+        (Err(e), _) => Err(e),
+    }
 }
 
 /// Decides one post-upload command run on its own (the base64 fallback runs
@@ -331,6 +436,191 @@ mod tests {
             conclude_command(&late, "o", None, 5).unwrap_err().kind,
             ErrorKind::LimitExceeded
         );
+    }
+
+    const BLAME: Blame<'static> = Blame {
+        current: "a",
+        last: "b",
+    };
+
+    fn truncated() -> Error {
+        Error::new(ErrorKind::UnsafeArchive, "archive is truncated")
+    }
+
+    #[test]
+    fn a_clean_end_keeps_what_was_received() {
+        for producer in [Producer::Program, Producer::Download] {
+            let done = conclude_outbound::<_, Error>(
+                Ok(7),
+                Read::Judged,
+                Ok(exited(0)),
+                producer,
+                BLAME,
+                1,
+            );
+            assert_eq!(done, Ok(7));
+        }
+        // Received whole, but the program failed after: the last operation.
+        let err = conclude_outbound::<_, Error>(
+            Ok(()),
+            Read::Judged,
+            Ok(exited(exit::ESCAPE)),
+            Producer::Program,
+            BLAME,
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Confinement);
+        assert!(err.message.starts_with("operation b:"), "{err}");
+        let err = conclude_outbound::<_, Error>(
+            Ok(()),
+            Read::Judged,
+            Ok(exited(3)),
+            Producer::Download,
+            BLAME,
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Transport);
+        assert!(err.message.contains("status 3"), "{err}");
+    }
+
+    #[test]
+    fn a_cut_stream_is_explained_by_the_failed_exit() {
+        let err = conclude_outbound::<(), Error>(
+            Err(truncated()),
+            Read::Cut,
+            Ok(exited(exit::MISSING)),
+            Producer::Program,
+            BLAME,
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::InvalidRequest);
+        assert!(err.message.starts_with("operation a:"), "{err}");
+        let late = Exit {
+            timed_out: true,
+            ..Exit::default()
+        };
+        let err = conclude_outbound::<(), Error>(
+            Err(truncated()),
+            Read::Cut,
+            Ok(late),
+            Producer::Program,
+            BLAME,
+            900,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::LimitExceeded);
+        // A cut stream from a producer that exited 0 is the truncation.
+        let err = conclude_outbound::<(), Error>(
+            Err(truncated()),
+            Read::Cut,
+            Ok(exited(0)),
+            Producer::Download,
+            BLAME,
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(err, truncated());
+    }
+
+    #[test]
+    fn a_cut_stream_is_explained_by_a_broken_transport() {
+        for (producer, says) in [
+            (
+                Producer::Program,
+                "operation a: the exec channel broke mid-stream: reset",
+            ),
+            (
+                Producer::Download,
+                "the download of the sync's output broke: reset",
+            ),
+        ] {
+            let err = conclude_outbound::<(), Error>(
+                Err(truncated()),
+                Read::Cut,
+                Err("reset"),
+                producer,
+                BLAME,
+                1,
+            )
+            .unwrap_err();
+            assert_eq!(
+                (err.kind, err.message.as_str()),
+                (ErrorKind::Transport, says)
+            );
+        }
+        // Received whole, but the end was never reported.
+        let err = conclude_outbound::<_, Error>(
+            Ok(()),
+            Read::Judged,
+            Err("reset"),
+            Producer::Program,
+            BLAME,
+            1,
+        )
+        .unwrap_err();
+        assert!(err.message.starts_with("operation b:"), "{err}");
+    }
+
+    #[test]
+    fn what_the_reader_refused_stands_whatever_the_end() {
+        let refused = Error::new(ErrorKind::UnsafeArchive, "a link escapes");
+        for ended in [Ok(exited(0)), Ok(exited(1)), Err("reset")] {
+            for producer in [Producer::Program, Producer::Download] {
+                let err = conclude_outbound::<(), Error>(
+                    Err(refused.clone()),
+                    Read::Judged,
+                    ended,
+                    producer,
+                    BLAME,
+                    1,
+                )
+                .unwrap_err();
+                assert_eq!(err, refused);
+            }
+        }
+    }
+
+    #[test]
+    fn a_stream_that_failed_under_the_reader_is_explained_by_a_broken_transport() {
+        let failed = Error::new(
+            ErrorKind::Io,
+            "failed to write big: reading the stream: reset",
+        );
+        let err = conclude_outbound::<(), Error>(
+            Err(failed.clone()),
+            Read::Failed,
+            Err("reset"),
+            Producer::Download,
+            BLAME,
+            1,
+        )
+        .unwrap_err();
+        assert_eq!(err.kind, ErrorKind::Transport);
+        assert!(err.message.contains("broke: reset"), "{err}");
+        // With the channel whole, a failed write (a full disk) stands,
+        // whatever the program's exit after the host stopped reading.
+        for exit in [exited(0), exited(141)] {
+            let err = conclude_outbound::<(), Error>(
+                Err(failed.clone()),
+                Read::Failed,
+                Ok(exit),
+                Producer::Program,
+                BLAME,
+                1,
+            )
+            .unwrap_err();
+            assert_eq!(err, failed);
+        }
+    }
+
+    #[test]
+    fn killed_is_a_signal_or_137() {
+        assert!(Exit::default().was_killed());
+        assert!(exited(exit::KILLED).was_killed());
+        assert!(!exited(143).was_killed() && !exited(0).was_killed());
     }
 
     #[test]

@@ -45,6 +45,12 @@ pub fn exit(status: &ExecStatus) -> Exit<'_> {
     }
 }
 
+/// How an exec ended, or why its host could not say, as
+/// [`sandbox_sync_core::outcome::conclude_outbound`] takes it.
+pub fn ended(status: &Result<ExecStatus, String>) -> Result<Exit<'_>, &str> {
+    status.as_ref().map(exit).map_err(String::as_str)
+}
+
 /// The typed error a failed exec stands for (see
 /// [`sandbox_sync_core::outcome::from_status`]).
 pub fn from_status(status: &ExecStatus, op: &str, timeout_ms: u64) -> SyncError {

@@ -14,10 +14,7 @@ pub fn fresh() -> String {
 /// says the program died by a signal, remove its scratch dir with one more
 /// exec (best effort; the sync has failed either way).
 pub fn cleanup_if_killed(status: &ExecStatus, root: &str, stale: &str, max_stderr_bytes: u64) {
-    // No exit code: killed by a signal. 137 (128 + SIGKILL) is how a wrapper
-    // such as `unshare --fork` or a container runtime reports the same; the
-    // program's own traps exit 129/130/141/143/54 after cleaning up.
-    if !matches!(status.exit_code, None | Some(137)) {
+    if !crate::errors::exit(status).was_killed() {
         return;
     }
     let Ok(program) = script::cleanup(root, stale, &fresh()) else {

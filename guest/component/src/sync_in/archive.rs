@@ -2,7 +2,10 @@
 //! handed to the host in batches, which it splices from the host files.
 
 use sandbox_sync_core::plan::{Planned, PlannedKind};
+use sandbox_sync_core::plan_log::PlanLog;
+use sandbox_sync_core::script::{self, Codec};
 use sandbox_sync_core::tar_write;
+use sandbox_sync_driver::codec;
 
 use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::sandbox_exec::{
@@ -12,12 +15,80 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::SyncError;
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::io::{self, StreamError};
 
-use super::Sent;
+use super::keep::Keeper;
+use super::SendStopped;
 
 /// Header bytes buffered before a write.
 const HEADER_BATCH: usize = 64 * 1024;
 /// Most host files handed to one `send-files` call.
 const FILES_PER_CALL: usize = 1024;
+
+/// The archive of a plan, as the host answers and sends it.
+pub struct Archive<'a> {
+    /// The planned members, the commit token's aside.
+    pub members: &'a PlanLog,
+    /// Per planned member: the targets hold it, so it is left out (empty:
+    /// nothing is).
+    pub skip: &'a [bool],
+    /// The commit token's member, the archive's last.
+    pub commit: &'a Planned,
+    /// The members' archive bytes, announced in the answer (none: a
+    /// streamed archive, which ends at its marker).
+    pub promised: Option<u64>,
+}
+
+/// Answers the program (the codec, and the length where there is one) and
+/// sends the archive: the planned members the targets do not hold, then
+/// `rest` (the walk's remainder, when streaming; those the targets hold
+/// left out too), the keep lists and the commit token, compressed after
+/// the answer when `chosen` says so.
+pub fn send_archive(
+    exec: &Execution,
+    stdin: &OutputStream,
+    sources: &[&GrantedDir],
+    archive: &Archive<'_>,
+    rest: impl Iterator<Item = Result<Planned, SendStopped>>,
+    keeper: &mut Keeper<'_>,
+    chosen: Option<Codec>,
+) -> Result<(), SendStopped> {
+    let answer = format!(
+        "{} {}\n",
+        script::choice_name(chosen),
+        archive.promised.map_or(0, tar_write::archive_len)
+    );
+    io::write_all(stdin, answer.as_bytes()).map_err(SendStopped::Stream)?;
+    let fatal = |e: String| SendStopped::Fatal(SyncError::Transport(e));
+    if let Some(c) = chosen {
+        exec.compress_stdin(codec::to_wit(c)).map_err(fatal)?;
+    }
+    let mut out = ArchiveWriter::new(exec, stdin, sources);
+    for (i, p) in archive.members.iter().enumerate() {
+        if !archive.skip.get(i).copied().unwrap_or(false) {
+            out.push(&p)?;
+        }
+    }
+    for p in rest {
+        let p = p?;
+        if !keeper.keeps(&p) {
+            out.push(&p)?;
+        }
+    }
+    for p in keeper.lists() {
+        out.push(&p)?;
+    }
+    out.push(archive.commit)?;
+    let sent = out.finish()?;
+    if let Some(len) = archive.promised.filter(|&len| len != sent) {
+        return Err(fatal(format!(
+            "the archive came to {sent} bytes, not the {len} announced"
+        )));
+    }
+    if chosen.is_some() {
+        exec.finish_compressed_stdin().map_err(fatal)?;
+        io::flush(stdin).map_err(SendStopped::Stream)?;
+    }
+    Ok(())
+}
 
 /// Writes members as they come; [`ArchiveWriter::finish`] ends the archive.
 pub struct ArchiveWriter<'a> {
@@ -49,12 +120,12 @@ impl<'a> ArchiveWriter<'a> {
     }
 
     /// Appends `p`.
-    pub fn push(&mut self, p: &Planned) -> Result<(), Sent> {
+    pub fn push(&mut self, p: &Planned) -> Result<(), SendStopped> {
         let buf = &mut self.buf;
         let member = p.member();
         member
             .write_header(buf)
-            .map_err(|e| Sent::Fatal(e.into()))?;
+            .map_err(|e| SendStopped::Fatal(e.into()))?;
         self.len += member.archive_len();
         match &p.kind {
             PlannedKind::HostFile { grant, path, stamp } => {
@@ -81,7 +152,7 @@ impl<'a> ArchiveWriter<'a> {
             PlannedKind::Dir | PlannedKind::Symlink(_) => {}
         }
         if self.batch.files.is_empty() && self.buf.len() >= HEADER_BATCH {
-            io::write_all(self.stdin, &self.buf).map_err(Sent::Stream)?;
+            io::write_all(self.stdin, &self.buf).map_err(SendStopped::Stream)?;
             self.buf.clear();
         }
         Ok(())
@@ -89,13 +160,13 @@ impl<'a> ArchiveWriter<'a> {
 
     /// Sends what is pending and the end of the archive (padded to whole
     /// records). Returns the members' archive bytes.
-    pub fn finish(mut self) -> Result<u64, Sent> {
+    pub fn finish(mut self) -> Result<u64, SendStopped> {
         self.batch.send(self.exec, self.sources)?;
         if self.len > 0 {
             tar_write::write_end(&mut self.buf, self.len);
         }
-        io::write_all(self.stdin, &self.buf).map_err(Sent::Stream)?;
-        io::flush(self.stdin).map_err(Sent::Stream)?;
+        io::write_all(self.stdin, &self.buf).map_err(SendStopped::Stream)?;
+        io::flush(self.stdin).map_err(SendStopped::Stream)?;
         Ok(self.len)
     }
 }
@@ -109,7 +180,7 @@ struct FileBatch {
 }
 
 impl FileBatch {
-    fn send(&mut self, exec: &Execution, sources: &[&GrantedDir]) -> Result<(), Sent> {
+    fn send(&mut self, exec: &Execution, sources: &[&GrantedDir]) -> Result<(), SendStopped> {
         let files = std::mem::take(&mut self.files);
         let Some(grant) = self.grant else {
             return Ok(());
@@ -119,9 +190,11 @@ impl FileBatch {
         }
         exec.send_files(sources[grant], &files)
             .map_err(|e| match e {
-                SendError::SourceChanged(m) => Sent::SourceChanged(SyncError::SourceChanged(m)),
-                SendError::ReadFailed(m) => Sent::Fatal(SyncError::Io(m)),
-                SendError::StdinFailed(m) => Sent::Stream(StreamError::Failed(m)),
+                SendError::SourceChanged(m) => {
+                    SendStopped::SourceChanged(SyncError::SourceChanged(m))
+                }
+                SendError::ReadFailed(m) => SendStopped::Fatal(SyncError::Io(m)),
+                SendError::StdinFailed(m) => SendStopped::Stream(StreamError::Failed(m)),
             })
     }
 }

@@ -25,10 +25,12 @@ use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::exit;
 use sandbox_sync_driver::io;
 
+use super::archive::{send_archive, Archive};
 use super::keep::Keeper;
+use super::plan::{prepare, Plan, Walker};
 use super::report::{parse_report, parse_statuses};
-use super::{conclude, prepare, send_archive, Archive, Plan, Sent, Walker};
-use crate::toolbox::{self, Ran, WriteFailed};
+use super::{conclude, SendStopped};
+use crate::toolbox::{self, Ran, UploadStopped};
 
 /// Below this many archive bytes a re-sync sends everything rather than
 /// pay a round trip to learn what the targets hold (1 MiB takes 0.2 s at
@@ -37,15 +39,21 @@ pub const REPORT_MIN_BYTES: u64 = 1 << 20;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let walked_at = io::now();
-    let mut plan = prepare(req, sources, codec::incremental(), true)?;
+    let (mut plan, unfinished) = prepare(req, sources, codec::incremental())?;
     plan.walked_at = walked_at;
+    // The report's listings, which the program takes over.
+    let report_scratch = sandbox_sync_driver::scratch::fresh();
+    let report_program = unfinished.report_program(&report_scratch)?;
+    let program = match &report_program {
+        Some(_) => unfinished.finish_reported(&report_scratch)?,
+        None => unfinished.finish()?,
+    };
     // The whole archive is planned first: its length goes in the answer.
     let mut walker = Walker::new(std::mem::take(&mut plan.walks));
     let walked = walker.fill(&mut plan.members, usize::MAX);
     walker.count_into(&mut plan.results);
     walked?;
-    let reports = plan
-        .report_program
+    let reports = report_program
         .as_deref()
         .filter(|_| plan.commit.is_some() && plan.members_len() >= REPORT_MIN_BYTES);
     let (caps, listing) = match reports {
@@ -78,13 +86,9 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
         (true, None) => &[Some(Codec::Gzip), None],
     };
     let upload = format!("{}/{}.in", plan.root.trim_end_matches('/'), plan.scratch);
-    // The report's listings, which the program takes over (removed here
-    // when the program may not have run).
-    let handed = format!(
-        "{}/{}",
-        plan.root.trim_end_matches('/'),
-        plan.report_scratch
-    );
+    // The report's listings (removed here when the program may not have
+    // run).
+    let handed = format!("{}/{report_scratch}", plan.root.trim_end_matches('/'));
     let handed: Vec<&str> = reports.map(|_| handed.as_str()).into_iter().collect();
     let mut ran = None;
     for &chosen in tries {
@@ -94,8 +98,16 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             commit,
             promised: Some(len),
         });
-        let this = attempt(req, &plan, archive.as_ref(), &mut keeper, &upload, chosen)
-            .inspect_err(|_| toolbox::remove(&handed, req.limits.timeout_ms))?;
+        let this = attempt(
+            req,
+            &plan,
+            &program,
+            archive.as_ref(),
+            &mut keeper,
+            &upload,
+            chosen,
+        )
+        .inspect_err(|_| toolbox::remove(&handed, req.limits.timeout_ms))?;
         let lacks_codec = chosen.is_some() && this.status.exit_code == Some(code::NO_CODEC);
         ran = Some(this);
         if !lacks_codec {
@@ -105,7 +117,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     let Some(ran) = ran else {
         return Err(SyncError::Transport("no attempt was made".into()));
     };
-    if matches!(ran.status.exit_code, None | Some(137)) {
+    if exit(&ran.status).was_killed() {
         // Killed (a deadline): its cleanup trap never ran.
         toolbox::cleanup(
             &plan.root,
@@ -145,6 +157,7 @@ fn report(req: &SyncRequest, program: &str) -> Result<(Option<Caps>, Listing), S
 fn attempt(
     req: &SyncRequest,
     plan: &Plan<'_>,
+    program: &str,
     archive: Option<&Archive<'_>>,
     keeper: &mut Keeper<'_>,
     upload: &str,
@@ -157,8 +170,8 @@ fn attempt(
         limits.timeout_ms,
         limits.max_stderr_bytes,
         |exec, stdin| {
-            let sent = io::write_all(stdin, plan.program.as_bytes())
-                .map_err(Sent::Stream)
+            let sent = io::write_all(stdin, program.as_bytes())
+                .map_err(SendStopped::Stream)
                 .and_then(|()| match archive {
                     Some(archive) => send_archive(
                         exec,
@@ -169,22 +182,18 @@ fn attempt(
                         keeper,
                         chosen,
                     ),
-                    None => io::flush(stdin).map_err(Sent::Stream),
+                    None => io::flush(stdin).map_err(SendStopped::Stream),
                 });
             sent.map_err(|e| match e {
-                Sent::Refused(e) | Sent::SourceChanged(e) | Sent::Fatal(e) => WriteFailed::Own(e),
-                Sent::Stream(e) => WriteFailed::Stream(e.to_string()),
+                SendStopped::Refused(e) | SendStopped::SourceChanged(e) | SendStopped::Fatal(e) => {
+                    UploadStopped::Own(e)
+                }
+                SendStopped::Stream(e) => UploadStopped::Stream(e.to_string()),
             })
         },
     )?;
     let sep = toolbox::separator();
-    let command = wrapper::inbound(
-        upload,
-        plan.program.len(),
-        chosen,
-        &sep,
-        limits.max_stderr_bytes,
-    )?;
+    let command = wrapper::inbound(upload, program.len(), chosen, &sep, limits.max_stderr_bytes)?;
     let ran = toolbox::run(&command, &sep, limits.timeout_ms, limits.max_stderr_bytes);
     if ran.is_err() {
         // The command may never have run, to unlink the upload.

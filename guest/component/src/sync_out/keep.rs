@@ -42,6 +42,7 @@ use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::errors::fs;
 use sandbox_sync_driver::extract::{Kept, HOST_MASK};
 use sandbox_sync_driver::io::{self, GuardedInput};
+use sandbox_sync_driver::request::Mapping;
 
 /// The most listing bytes held, all mappings together (about a million
 /// files); a listing past it is skipped and its files are all sent.
@@ -83,14 +84,14 @@ pub fn exchange(
     stdin: &OutputStream,
     listed: &[usize],
     targets: &[&GrantedDir],
-    mappings: &[(usize, usize, &FileMapping)],
+    mappings: &[Mapping<'_>],
     facts: &HashMap<usize, Facts>,
     max_files: u64,
 ) -> Result<Keeping, SyncError> {
     let mut listings = Vec::with_capacity(listed.len());
     let mut room = MAX_LISTING;
     for &k in listed {
-        let (len, probe, zipped) = match super::read_marker(input)? {
+        let (len, probe, zipped) = match super::receive::read_marker(input)? {
             Marker::Listing {
                 mapping,
                 len,
@@ -139,7 +140,7 @@ pub fn exchange(
 pub fn decide(
     listings: &[(usize, Option<Probe>, Vec<u8>)],
     targets: &[&GrantedDir],
-    mappings: &[(usize, usize, &FileMapping)],
+    mappings: &[Mapping<'_>],
     facts: &HashMap<usize, Facts>,
     max_files: u64,
 ) -> Result<(Vec<u8>, Keeping), SyncError> {
@@ -155,7 +156,7 @@ pub fn decide(
             ))
         })?;
         room -= tokens.len();
-        let (_, _, m) = mappings[k];
+        let m = mappings[k].spec;
         let excluder = Excluder::new(&m.exclude)?;
         let facts = facts.get(&k).unwrap_or(&none);
         let held = match m.kind {
@@ -255,14 +256,10 @@ fn held(
             .read_dir_change(&dir)
             .map_err(|e| fs("list", &format!("{target}/{dir}"), e))?;
         for e in entries {
-            if dir.is_empty() && e.name.starts_with(SCRATCH_PREFIX) {
+            if is_scratch(&dir, &e.name) {
                 continue;
             }
-            let path = if dir.is_empty() {
-                e.name.clone()
-            } else {
-                format!("{dir}/{}", e.name)
-            };
+            let path = child(&dir, &e.name);
             match e.metadata.kind {
                 EntryKind::Directory if holds(&path) => stack.push(path),
                 EntryKind::File if e.metadata.device == device => {
@@ -275,6 +272,21 @@ fn held(
         }
     }
     Ok(out)
+}
+
+/// `name` in `dir` of a walk (`""`: its top), as a path from the top.
+fn child(dir: &str, name: &str) -> String {
+    if dir.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// Whether `name` in `dir` of a walk of a target is scratch (only ever at
+/// the top), which is never the target's.
+fn is_scratch(dir: &str, name: &str) -> bool {
+    dir.is_empty() && name.starts_with(SCRATCH_PREFIX)
 }
 
 /// What a landed file must still be once its mapping committed: its
@@ -322,14 +334,10 @@ fn files_under(
             .read_dir_change(&at)
             .map_err(|e| fs("list", shown, e))?;
         for e in entries {
-            if base.is_empty() && dir.is_empty() && e.name.starts_with(SCRATCH_PREFIX) {
+            if base.is_empty() && is_scratch(&dir, &e.name) {
                 continue;
             }
-            let path = if dir.is_empty() {
-                e.name.clone()
-            } else {
-                format!("{dir}/{}", e.name)
-            };
+            let path = child(&dir, &e.name);
             match e.metadata.kind {
                 EntryKind::Directory => stack.push(path),
                 EntryKind::File if tokens.contains_key(&path) => out.push((path, e)),

@@ -11,6 +11,7 @@
 //! judges them as on a stream (see [`keep`](super::keep)) and the program
 //! carries its answer in its own text.
 
+use sandbox_sync_core::outcome::{conclude_outbound, Producer};
 use sandbox_sync_core::script::parse_outbound_report;
 use sandbox_sync_core::script::toolbox::{self as wrapper, Program, INLINE_MAX};
 
@@ -19,12 +20,13 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
     OperationResult, SyncError, SyncRequest,
 };
 use sandbox_sync_driver::codec;
-use sandbox_sync_driver::errors::{exit, from_status};
-use sandbox_sync_driver::io::{self, GuardedInput};
+use sandbox_sync_driver::errors::{ended, exit, from_status};
+use sandbox_sync_driver::io;
 
 use super::keep::decide;
-use super::{land, prepare, receive, Channel, Landing, Prepared};
-use crate::toolbox::{self, WriteFailed};
+use super::plan::{prepare, Prepared};
+use super::receive::{how_read, land, Channel, Receiver};
+use crate::toolbox::{self, UploadStopped};
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let Prepared {
@@ -80,7 +82,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             |_, stdin| {
                 io::write_all(stdin, text.as_bytes())
                     .and_then(|()| io::flush(stdin))
-                    .map_err(|e| WriteFailed::Stream(e.to_string()))
+                    .map_err(|e| UploadStopped::Stream(e.to_string()))
             },
         )?;
         Program::Uploaded {
@@ -104,7 +106,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         .last()
         .map_or("(none)", |o| o.operation_id.as_str());
     if !exit(&ran.status).succeeded() {
-        if matches!(ran.status.exit_code, None | Some(137)) {
+        if exit(&ran.status).was_killed() {
             // Killed: neither its trap nor the wrapper removed anything.
             toolbox::cleanup(&root, &scratch, &[&out, &program_file], limits.timeout_ms);
         }
@@ -114,43 +116,28 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let exec = toolbox::download_and_remove(&out, limits.timeout_ms, limits.max_stderr_bytes)?;
     let stdin = exec.stdin().map_err(SyncError::Transport)?;
     let stdout = exec.stdout().map_err(SyncError::Transport)?;
-    let mut input = GuardedInput::new(stdout, limits.max_output_bytes);
-    let mut current = 0usize;
-    let mut staged: Vec<Landing<'_>> = Vec::new();
-    let received = receive(
-        req,
-        targets,
-        &mappings,
-        Channel {
-            exec: &exec,
-            stdin: &stdin,
-            offered,
-            listed: &listed,
-            facts: &facts,
-            decided,
-        },
-        &mut input,
-        &mut current,
-        &mut staged,
-    );
-    let cut = input.was_cut();
+    let mut receiver = Receiver::new(req, targets, &mappings, stdout);
+    let received = receiver.receive(Channel {
+        exec: &exec,
+        stdin: &stdin,
+        offered,
+        listed: &listed,
+        facts: &facts,
+        decided,
+    });
     // Stops the transfer if the stream was refused midway.
-    drop(input.into_inner());
+    let (cut, blame, staged) = receiver.end();
     drop(stdin);
     let status = exec.finish();
     drop(exec);
-    let results = match (received, status) {
-        (Ok(results), Ok(s)) if s.exit_code == Some(0) => Ok(results),
-        // A broken transfer explains a cut stream better than the cut.
-        (Err(e), Ok(_)) if !cut => Err(e),
-        (_, Err(e)) => Err(SyncError::Transport(format!(
-            "the download of the sync's output broke: {e}"
-        ))),
-        (Err(e), Ok(_)) => Err(e),
-        (Ok(_), Ok(s)) => Err(SyncError::Transport(format!(
-            "the download of the sync's output failed: {}",
-            toolbox::ended(&s, limits.timeout_ms)
-        ))),
-    };
+    let read = how_read(&received, cut);
+    let results = conclude_outbound(
+        received,
+        read,
+        ended(&status),
+        Producer::Download,
+        blame,
+        limits.timeout_ms,
+    );
     land(results, staged)
 }

@@ -39,6 +39,9 @@ pub const NO_CODEC: i32 = 55;
 pub const BOOTSTRAP: i32 = 70;
 /// The shell's "command not found".
 pub const NOT_FOUND: i32 = 127;
+/// 128 + SIGKILL: how a wrapper (`unshare --fork`, a container runtime)
+/// reports a program killed by a signal, whose traps never ran.
+pub const KILLED: i32 = 137;
 
 /// Every code the programs use, by the name the shell knows it by.
 pub const ALL: &[(&str, i32)] = &[
