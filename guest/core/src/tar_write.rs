@@ -2,9 +2,10 @@
 //!
 //! The component writes only headers (and a few tiny in-memory members); the
 //! bytes of host files are spliced host-side after their header. Layout is
-//! deterministic, so the exact archive length is known before the first byte
-//! is sent and the sandbox reads exactly that much (GNU tar stops at the
-//! end marker; other tars read it through `head -c N`).
+//! deterministic, so an archive's exact length is known before its first
+//! byte: the host announces it where the sandbox's tar cannot stop at the
+//! end marker by itself (other tars read it through `head -c N`); GNU tar
+//! stops there, so the host may stream a tree while it still walks it.
 //!
 //! Format: GNU tar headers with `L`/`K` records for names or link targets
 //! longer than 100 bytes (read by GNU tar and BusyBox alike).

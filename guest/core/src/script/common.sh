@@ -243,3 +243,16 @@ _ss_zip() {
 }
 # The tools an incremental sync-in's records take.
 _ss_canrecord() { _ss_have awk find stat; }
+# Removes the scratch dir $1 a killed program left behind (a SIGKILLed
+# shell cannot run its trap). Its children may still be writing into it
+# (a transport that kills only the shell, or none at all), so it removes
+# until the dir stays gone, for up to five seconds. Only ever a scratch
+# name: never the root, never a path.
+_ss_sweep() {
+  case $1 in "$_ss_reserved"-*/* | "$_ss_reserved"-*..*) return 1 ;; "$_ss_reserved"-?*) ;; *) return 1 ;; esac
+  _ss_n=0
+  while [ -e "$_ss_root/${1:?}" ] && [ "$_ss_n" -lt 50 ]; do
+    rm -rf "$_ss_root/${1:?}" 2>/dev/null || sleep 0.1
+    _ss_n=$((_ss_n + 1))
+  done
+}

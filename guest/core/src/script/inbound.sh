@@ -364,3 +364,42 @@ _ss_savestate() {
     && mv -f "$_ss_S/state" "$_ss_state" 2>/dev/null
   return 0
 }
+# The report program's caps line: the codecs, and whether it records. It
+# then leaves its scratch dir, with the listings, to the program that
+# follows (_ss_adopt).
+_ss_reported() {
+  _ss_c=$(_ss_caps); [ "$_ss_rec" = 0 ] || _ss_c="$_ss_c record"
+  printf '%s caps%s\n' "$_ss_TAG" "$_ss_c"
+  _ss_keepS=1
+}
+# Reports the caps line (the codecs when $1 is 1; "stream" where GNU tar
+# stops at the end marker by itself, so the host may send while it walks;
+# "record"), reads the host's answer "<codec> <length>" and extracts the
+# archive into the scratch dir: GNU tar reads exactly the plain archive
+# (records of $2 blocks) itself, another tar takes <length> bytes through
+# head. Any other answer stops the program, changing nothing.
+_ss_extract() {
+  _ss_codec=
+  [ "$1" = 1 ] && _ss_codec=$(_ss_caps)
+  [ "$_ss_gnutar" = 1 ] && _ss_codec="$_ss_codec stream"
+  [ "$_ss_rec" = 0 ] || _ss_codec="$_ss_codec record"
+  printf '%s caps%s\n' "$_ss_TAG" "$_ss_codec"
+  read -r _ss_codec _ss_len || _ss_die "$_ss_E_EXTRACT" 'the host sent no answer'
+  case $_ss_codec in
+  none)
+    if [ "$_ss_gnutar" = 1 ]; then
+      tar -x -b "$2" -p -o -f - -C /proc/self/fd/9
+    else
+      head -c "$_ss_len" | tar -x -p -o -f - -C /proc/self/fd/9
+    fi || _ss_die "$_ss_E_EXTRACT" 'extracting the archive failed' ;;
+  gzip|zstd) _ss_unpack "$_ss_codec" || _ss_die "$_ss_E_EXTRACT" 'extracting the compressed archive failed' ;;
+  *) _ss_die "$_ss_E_EXTRACT" 'the host sent no archive' ;;
+  esac
+}
+# Applies nothing unless the archive's last member, commit, holds the
+# token $1: a source that changed or a stream that was cut never lands.
+_ss_commit() {
+  _ss_tok=
+  { read -r _ss_tok </proc/self/fd/9/commit; } 2>/dev/null
+  [ "$_ss_tok" = "$1" ] || _ss_die "$_ss_E_INCOMPLETE" 'archive incomplete: a source changed or the stream was cut'
+}

@@ -1,6 +1,7 @@
 //! The in-sandbox POSIX `sh` programs and how they are framed.
 //!
-//! One exec per sync call. Its argv is the constant [`argv`] bootstrap plus
+//! One exec per sync call (a toolbox sandbox, which has no streaming exec,
+//! runs them through [`toolbox`]'s wrapper). Its argv is the constant [`argv`] bootstrap plus
 //! one number: the length of the script that follows on stdin. The bootstrap
 //! reads exactly that many bytes (`head -c` where it is exact — GNU
 //! coreutils — else `dd bs=1`, which is exact everywhere but slow, fine for a
@@ -12,6 +13,12 @@
 //! Every string spliced into script text is single-quoted by
 //! [`crate::quote::sh_quote`]; post-upload commands are not spliced at all:
 //! they ride in the archive and reach `sh -c` as a positional parameter.
+//!
+//! Each program is assembled from its `.sh` parts (`common.sh`, then
+//! `inbound.sh`, `outbound.sh` or `fallback.sh`; one `.rs` beside each)
+//! and lines Rust writes: assignments and calls with quoted arguments,
+//! never control flow and never a literal exit code (the tests build every
+//! program to check).
 //!
 //! The scripts keep the seeds' protections and exit codes: `realpath`
 //! confinement of the root and every path, confine-the-deepest-existing-
@@ -25,8 +32,15 @@ use crate::quote::sh_quote;
 use crate::Error;
 
 pub mod exit;
+mod fallback;
+mod inbound;
+mod outbound;
 mod protocol;
 pub mod toolbox;
+
+pub use fallback::{fallback, FallbackStep};
+pub use inbound::InboundScript;
+pub use outbound::OutboundScript;
 
 pub use protocol::{
     choice_name, gunzip, parse_caps, parse_listing, parse_marker, parse_outbound_report,
@@ -60,6 +74,9 @@ const INBOUND: &str = include_str!("inbound.sh");
 
 /// Sync-out helpers: frame markers, pinned sources, archiving.
 const OUTBOUND: &str = include_str!("outbound.sh");
+
+/// The base64 fallback's helpers (see [`FallbackStep`]).
+const FALLBACK: &str = include_str!("fallback.sh");
 
 /// The program's own deadline: a little before the host's, so on any
 /// transport (Kubernetes never kills an exec whose client went away) the
@@ -112,188 +129,6 @@ fn preamble(root: &str, timeout_ms: u64, scratch: &str) -> Result<String, Error>
     Ok(s)
 }
 
-/// The base64 fallback's helpers (see [`FallbackStep`]).
-const FALLBACK: &str = include_str!("fallback.sh");
-
-/// One step of the base64 fallback, run as `_ss_fb_*` with every argument
-/// quoted (see `fallback.sh`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FallbackStep<'a> {
-    /// An empty 0600 temp `temp` in `parent`, for the target `target`.
-    Create {
-        /// The target the temp stands in for (confined too).
-        target: &'a str,
-        /// Its parent directory.
-        parent: &'a str,
-        /// The temp's name.
-        temp: &'a str,
-    },
-    /// Appends `len` base64 bytes from stdin, decoded, to the temp.
-    Append {
-        /// The temp's directory.
-        parent: &'a str,
-        /// The temp's name.
-        temp: &'a str,
-        /// Bytes of base64 on stdin.
-        len: usize,
-    },
-    /// Gives the temp `mode` and renames it onto `base`.
-    Promote {
-        /// The temp's directory.
-        parent: &'a str,
-        /// The temp's name.
-        temp: &'a str,
-        /// The target's name in `parent`.
-        base: &'a str,
-        /// The mode to apply first.
-        mode: Option<u32>,
-    },
-    /// Removes the temp.
-    Remove {
-        /// The temp's directory.
-        parent: &'a str,
-        /// The temp's name.
-        temp: &'a str,
-    },
-    /// Extracts the staged tar into this exec's scratch as `d`.
-    Extract {
-        /// The tar's directory.
-        dir: &'a str,
-        /// The tar's name.
-        tar: &'a str,
-    },
-    /// Replaces the remote dir's contents with `d`, all or nothing.
-    ReplaceRoot {
-        /// The mode to apply first.
-        mode: Option<u32>,
-    },
-    /// Replaces the directory `parent/base` with `d`.
-    ReplaceDir {
-        /// The target's parent.
-        parent: &'a str,
-        /// The target's name.
-        base: &'a str,
-        /// The mode to apply first.
-        mode: Option<u32>,
-    },
-    /// Runs the `len`-byte command on stdin in `cwd`.
-    Command {
-        /// Its confined working directory.
-        cwd: &'a str,
-        /// Bytes of command on stdin.
-        len: usize,
-    },
-    /// Archives the file `source` into the staged tar `name`.
-    PackFile {
-        /// The staged tar under the remote dir.
-        name: &'a str,
-        /// The sandbox file.
-        source: &'a str,
-    },
-    /// Archives the directory `source` into the staged tar `name`.
-    PackDir {
-        /// The staged tar under the remote dir.
-        name: &'a str,
-        /// The sandbox directory.
-        source: &'a str,
-        /// Dereference symlinks (`tar -h`).
-        follow: bool,
-        /// Exclude patterns (the defaults are added).
-        exclude: &'a [String],
-    },
-    /// Removes the staged tar `name`.
-    Unstage {
-        /// The staged tar under the remote dir.
-        name: &'a str,
-    },
-    /// Prints chunk `index` (of `size` bytes) of the staged tar as base64.
-    Chunk {
-        /// The staged tar under the remote dir.
-        name: &'a str,
-        /// Chunk size.
-        size: usize,
-        /// Which chunk.
-        index: u64,
-    },
-}
-
-impl FallbackStep<'_> {
-    /// The call, every argument quoted.
-    fn line(&self) -> Result<String, Error> {
-        let q = |s: &str| sh_quote(s);
-        let m = |mode: &Option<u32>| sh_quote(&mode_arg(*mode));
-        Ok(match self {
-            Self::Create {
-                target,
-                parent,
-                temp,
-            } => {
-                format!("_ss_fb_create {} {} {}", q(target)?, q(parent)?, q(temp)?)
-            }
-            Self::Append { parent, temp, len } => {
-                format!("_ss_fb_append {} {} {len}", q(parent)?, q(temp)?)
-            }
-            Self::Promote {
-                parent,
-                temp,
-                base,
-                mode,
-            } => format!(
-                "_ss_fb_promote {} {} {} {}",
-                q(parent)?,
-                q(temp)?,
-                q(base)?,
-                m(mode)?
-            ),
-            Self::Remove { parent, temp } => format!("_ss_fb_remove {} {}", q(parent)?, q(temp)?),
-            Self::Extract { dir, tar } => format!("_ss_fb_extract {} {}", q(dir)?, q(tar)?),
-            Self::ReplaceRoot { mode } => format!("_ss_dir_root d {}", m(mode)?),
-            Self::ReplaceDir { parent, base, mode } => {
-                format!("_ss_dir d {} {} {}", q(parent)?, q(base)?, m(mode)?)
-            }
-            Self::Command { cwd, len } => format!("_ss_fb_cmd {} {len}", q(cwd)?),
-            Self::PackFile { name, source } => {
-                format!("_ss_fb_pack {} file {}", q(name)?, q(source)?)
-            }
-            Self::PackDir {
-                name,
-                source,
-                follow,
-                exclude,
-            } => format!(
-                "_ss_fb_pack {} dir {}",
-                q(name)?,
-                dir_args(source, *follow, exclude)?
-            ),
-            Self::Unstage { name } => format!("_ss_fb_unstage {}", q(name)?),
-            Self::Chunk { name, size, index } => {
-                format!("_ss_fb_chunk {} {size} {index}", q(name)?)
-            }
-        })
-    }
-}
-
-/// A base64-fallback program: the whole library, then `steps` in order.
-///
-/// # Errors
-/// When a path cannot be quoted (NUL) or the scratch name is bad.
-pub fn fallback(
-    root: &str,
-    timeout_ms: u64,
-    scratch: &str,
-    steps: &[FallbackStep<'_>],
-) -> Result<String, Error> {
-    let mut s = preamble(root, timeout_ms, scratch)?;
-    s.push_str(INBOUND);
-    s.push_str(OUTBOUND);
-    s.push_str(FALLBACK);
-    for step in steps {
-        s.push_str(&step.line()?);
-        s.push('\n');
-    }
-    Ok(s)
-}
-
 /// A program that removes the scratch dir `stale` a killed program left
 /// behind (a SIGKILLed shell cannot run its trap). It uses its own scratch.
 ///
@@ -307,14 +142,7 @@ pub fn fallback(
 pub fn cleanup(root: &str, stale: &str, scratch: &str) -> Result<String, Error> {
     check_scratch(stale)?;
     let mut s = preamble(root, 10_000, scratch)?;
-    let _ = writeln!(
-        s,
-        "_ss_n=0\n\
-while [ -e \"$_ss_root/{stale}\" ] && [ \"$_ss_n\" -lt 50 ]; do\n\
-  rm -rf \"$_ss_root/{stale}\" 2>/dev/null || sleep 0.1\n\
-  _ss_n=$((_ss_n + 1))\n\
-done"
-    );
+    let _ = writeln!(s, "_ss_sweep {}", sh_quote(stale)?);
     Ok(s)
 }
 
@@ -350,582 +178,6 @@ fn seconds(ms: u64) -> String {
     format!("{}.{:03}", ms / 1000, ms % 1000)
 }
 
-/// Builds the sync-in program: extract one archive into the scratch dir,
-/// then apply operations in order.
-#[derive(Debug)]
-pub struct InboundScript {
-    root: String,
-    timeout_ms: u64,
-    scratch: String,
-    preflight: String,
-    ops: String,
-    compression: bool,
-    /// Listings of targets a re-sync may keep files from, and the steps
-    /// that keep them; whether what lands is recorded.
-    listing: String,
-    keeping: String,
-    record: bool,
-    zip: bool,
-    /// The report program's scratch dir, whose listings this one takes
-    /// over (a toolbox sandbox).
-    adopt: Option<String>,
-}
-
-impl InboundScript {
-    /// Starts a program for remote dir `root` (normalized) that stops
-    /// itself shortly before `timeout_ms` (0: no deadline) and stages in
-    /// `<root>/<scratch>` (a fresh `.paperclip-upload-*` name).
-    pub fn new(root: &str, timeout_ms: u64, scratch: &str) -> Self {
-        InboundScript {
-            root: root.to_owned(),
-            timeout_ms,
-            scratch: scratch.to_owned(),
-            preflight: String::new(),
-            ops: String::new(),
-            compression: false,
-            listing: String::new(),
-            keeping: String::new(),
-            record: false,
-            zip: false,
-            adopt: None,
-        }
-    }
-
-    /// Lets directory mapping `k` (staged as `d<k>`) keep files its target
-    /// already holds (see [`crate::incremental`]): before extracting, the
-    /// program lists the target's files still exactly as a sync-in landed
-    /// them (`<TAG> list <k>`, then `<token> ./<path>` lines, then `<TAG>
-    /// listed <k>`; see [`ListingParser`](super::ListingParser)). Where the
-    /// archive then brings a member `k<k>` (the listed names the host does
-    /// *not* keep, one a line) and anything is kept, the target is updated
-    /// in place: what the new tree does not hold goes, the staged tree is
-    /// linked in over what stays, and the kept files are not touched;
-    /// without one nothing is kept and the staged tree replaces the target
-    /// as ever. Once the operation landed, before its commands, the program
-    /// records a fact for every file the token member `t<k>` (`<token>
-    /// ./<path>` lines) names.
-    ///
-    /// # Errors
-    /// When the target cannot be quoted (NUL).
-    pub fn reuse_dir(&mut self, k: usize, target: &str) -> Result<(), Error> {
-        // The remote dir itself holds provider scratch, which is not its.
-        let root = if target == self.root { " root" } else { "" };
-        let target = sh_quote(target)?;
-        let _ = writeln!(self.listing, "_ss_list {k} {target}{root}");
-        let _ = writeln!(self.keeping, "_ss_keep {k} {target}");
-        Ok(())
-    }
-
-    /// Offers a compressed archive: before extracting, the program prints
-    /// which codecs it can run (a `caps` line, see
-    /// [`parse_caps`](super::parse_caps)) and reads the host's choice
-    /// (`none`, `gzip` or `zstd`) as one line from stdin. A compressed
-    /// archive is the rest of stdin, which the host then closes.
-    pub fn offer_compression(&mut self) {
-        self.compression = true;
-    }
-
-    /// Confines `target`'s deepest existing ancestor before any data is read,
-    /// so an escaping target fails before the transfer, not after.
-    ///
-    /// # Errors
-    /// When `target` cannot be quoted (NUL).
-    pub fn preflight(&mut self, target: &str) -> Result<(), Error> {
-        let _ = writeln!(self.preflight, "_ss_confine_ancestor {}", sh_quote(target)?);
-        Ok(())
-    }
-
-    /// Promotes staged file `staged` onto `parent/base` with `mode`.
-    ///
-    /// # Errors
-    /// When a path cannot be quoted (NUL).
-    pub fn put_file(
-        &mut self,
-        staged: &str,
-        parent: &str,
-        base: &str,
-        mode: Option<u32>,
-    ) -> Result<(), Error> {
-        self.put("_ss_file", staged, parent, base, mode)
-    }
-
-    /// Lets file mapping `k` keep the file its target `target` already
-    /// holds: before extracting, the program reports `<TAG> file <k>
-    /// <token>` when the target is a regular file inside the remote dir
-    /// still exactly as a sync-in landed it (see
-    /// [`ListingParser`](super::ListingParser)). Where the archive then
-    /// brings an empty member `kf<k>` instead of `f<k>`, the program
-    /// links the target, once checked, into the scratch dir as `f<k>`, and
-    /// [`Self::put_file`] lands it as it lands a sent file (so an earlier
-    /// mapping of the same sync that replaced the path through another
-    /// name changes nothing); a sent file's token rides in `tf<k>`.
-    ///
-    /// # Errors
-    /// When the target cannot be quoted (NUL).
-    pub fn reuse_file(&mut self, k: usize, target: &str) -> Result<(), Error> {
-        let target = sh_quote(target)?;
-        let _ = writeln!(self.listing, "_ss_listf {k} {target}");
-        let _ = writeln!(self.keeping, "_ss_keepf {k} {target}");
-        Ok(())
-    }
-
-    /// Lets the program record what it lands for the next sync-in to keep
-    /// (where the sandbox has the tools: `awk`, `find`, `stat`); it then
-    /// says `record` in its caps, and the host sends tokens.
-    pub fn record(&mut self) {
-        self.record = true;
-    }
-
-    /// Lets the program gzip a big listing (`zlist`, see
-    /// [`ListingParser`](super::ListingParser)): for a slow link, on a
-    /// stream (a toolbox's text answers cannot carry it).
-    pub fn zip_listings(&mut self) {
-        self.zip = true;
-    }
-
-    /// Replaces directory `parent/base` with the staged tree `staged`.
-    ///
-    /// # Errors
-    /// When a path cannot be quoted (NUL).
-    pub fn put_dir(
-        &mut self,
-        staged: &str,
-        parent: &str,
-        base: &str,
-        mode: Option<u32>,
-    ) -> Result<(), Error> {
-        self.put("_ss_dir", staged, parent, base, mode)
-    }
-
-    fn put(
-        &mut self,
-        function: &str,
-        staged: &str,
-        parent: &str,
-        base: &str,
-        mode: Option<u32>,
-    ) -> Result<(), Error> {
-        let _ = writeln!(
-            self.ops,
-            "{function} {} {} {} {}",
-            sh_quote(staged)?,
-            sh_quote(parent)?,
-            sh_quote(base)?,
-            sh_quote(&mode_arg(mode))?
-        );
-        Ok(())
-    }
-
-    /// Replaces the contents of the remote dir itself with the staged tree
-    /// (the remote dir is often a mount point, and it holds the scratch dir).
-    ///
-    /// # Errors
-    /// When a path cannot be quoted (NUL).
-    pub fn put_root(&mut self, staged: &str, mode: Option<u32>) -> Result<(), Error> {
-        let _ = writeln!(
-            self.ops,
-            "_ss_dir_root {} {}",
-            sh_quote(staged)?,
-            sh_quote(&mode_arg(mode))?
-        );
-        Ok(())
-    }
-
-    /// Runs the staged command `staged` (operation `op`, index `k`) in `cwd`.
-    ///
-    /// # Errors
-    /// When a path cannot be quoted (NUL).
-    pub fn command(
-        &mut self,
-        op: usize,
-        k: usize,
-        staged: &str,
-        cwd: &str,
-        timeout_ms: Option<u64>,
-    ) -> Result<(), Error> {
-        let timeout = timeout_ms.map(seconds).unwrap_or_default();
-        // What the operation landed is recorded before any command runs.
-        self.ops.push_str("_ss_recop\n");
-        let _ = writeln!(
-            self.ops,
-            "_ss_cmd {op} {k} {} {} {}",
-            sh_quote(staged)?,
-            sh_quote(cwd)?,
-            sh_quote(&timeout)?
-        );
-        Ok(())
-    }
-
-    /// Reports operation `op` as complete.
-    pub fn op_done(&mut self, op: usize) {
-        self.ops.push_str("_ss_recop\n");
-        let _ = writeln!(self.ops, "printf '%s op %s\\n' \"$_ss_TAG\" {op}");
-    }
-
-    /// Finishes the program. With an `archive` to extract it first reports
-    /// (its listings and codecs, see [`InboundScript::reuse_dir`] and
-    /// [`InboundScript::offer_compression`]), then reads the host's answer
-    /// line, `<codec> <archive length>` (codec `none`, `gzip` or `zstd`;
-    /// anything else makes it stop, changing nothing; the length only
-    /// bounds a plain archive for a tar that cannot stream), extracts the
-    /// archive, and refuses to apply anything unless the member `commit`
-    /// holds `token`.
-    ///
-    /// The host plans while the program starts and reports: nothing in the
-    /// program depends on what the host's walk finds.
-    ///
-    /// A plain archive's length is whole tar records
-    /// ([`tar_write::archive_len`](crate::tar_write::archive_len)): GNU tar
-    /// then reads exactly the archive by itself (it reads whole records and
-    /// stops at the end marker), saving the `head -c` hop that copies every
-    /// byte once more; other tars are bounded by `head -c`.
-    ///
-    /// # Errors
-    /// When the root or token cannot be quoted.
-    pub fn finish(self, archive: bool, token: &str) -> Result<String, Error> {
-        self.finish_with(archive, token, true)
-    }
-
-    /// The report alone, as a program of its own, for a transport on which
-    /// the host must have the report before it starts the program (a
-    /// toolbox sandbox, whose commands take no stdin): the preflights, the
-    /// listings (see [`InboundScript::reuse_dir`]), then the `caps` line.
-    /// It changes nothing but its own scratch dir `scratch` (a fresh name),
-    /// which it leaves behind holding its listings for the program that
-    /// follows ([`InboundScript::finish_reported`]), or removes when it
-    /// fails. `None` when nothing is listed.
-    ///
-    /// # Errors
-    /// When the root cannot be quoted or `scratch` is not a scratch name.
-    pub fn report_program(&self, scratch: &str) -> Result<Option<String>, Error> {
-        if self.listing.is_empty() {
-            return Ok(None);
-        }
-        let mut s = preamble(&self.root, self.timeout_ms, scratch)?;
-        s.push_str(INBOUND);
-        s.push_str(&self.preflight);
-        if self.record {
-            s.push_str("_ss_canrecord && _ss_rec=1\n");
-        }
-        s.push_str(&self.listing);
-        s.push_str(
-            "_ss_c=$(_ss_caps); [ \"$_ss_rec\" = 0 ] || _ss_c=\"$_ss_c record\"
-printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_c\"
-_ss_keepS=1\n",
-        );
-        Ok(Some(s))
-    }
-
-    /// [`InboundScript::finish`] for a program whose report ran before it
-    /// ([`InboundScript::report_program`] with scratch dir `report`): it
-    /// lists nothing itself, takes over the report's listings, and keeps
-    /// what the archive's members say as ever.
-    ///
-    /// # Errors
-    /// As [`InboundScript::finish`], or when `report` is not a scratch name.
-    pub fn finish_reported(
-        mut self,
-        archive: bool,
-        token: &str,
-        report: &str,
-    ) -> Result<String, Error> {
-        check_scratch(report)?;
-        self.adopt = Some(report.to_owned());
-        self.finish_with(archive, token, false)
-    }
-
-    fn finish_with(self, archive: bool, token: &str, lists: bool) -> Result<String, Error> {
-        let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
-        s.push_str(INBOUND);
-        if let Some(report) = &self.adopt {
-            let _ = writeln!(s, "_ss_adopt {report}");
-        }
-        s.push_str(&self.preflight);
-        if self.record {
-            s.push_str("_ss_canrecord && _ss_rec=1\n");
-        }
-        if self.zip {
-            s.push_str("_ss_zlist=1\n");
-        }
-        if archive {
-            let plain = format!(
-                "if [ \"$_ss_gnutar\" = 1 ]; then tar -x -b {blocking} -p -o -f - -C /proc/self/fd/9; \
-else head -c \"$_ss_len\" | tar -x -p -o -f - -C /proc/self/fd/9; fi || _ss_die 43 'extracting the archive failed'",
-                blocking = crate::tar_write::RECORD / 512
-            );
-            if lists {
-                s.push_str(&self.listing);
-            }
-            let caps = if self.compression { "$(_ss_caps)" } else { "" };
-            // GNU tar stops at the end marker: the host may then send
-            // while it walks, with no length up front.
-            let _ = writeln!(
-                s,
-                "_ss_codec={caps}; [ \"$_ss_gnutar\" = 1 ] && _ss_codec=\"$_ss_codec stream\"\n\
-[ \"$_ss_rec\" = 0 ] || _ss_codec=\"$_ss_codec record\"\n\
-printf '%s caps%s\\n' \"$_ss_TAG\" \"$_ss_codec\"\n\
-read -r _ss_codec _ss_len || _ss_die 43 'the host sent no answer'\n\
-case $_ss_codec in\n\
-none) {plain} ;;\n\
-gzip|zstd) _ss_unpack \"$_ss_codec\" || _ss_die 43 'extracting the compressed archive failed' ;;\n\
-*) _ss_die 43 'the host sent no archive' ;;\n\
-esac"
-            );
-            let _ = writeln!(
-                s,
-                "_ss_tok=; {{ read -r _ss_tok </proc/self/fd/9/commit; }} 2>/dev/null; [ \"$_ss_tok\" = {} ] || _ss_die 50 'archive incomplete: a source changed or the stream was cut'",
-                sh_quote(token)?
-            );
-            s.push_str(&self.keeping);
-        }
-        s.push_str(&self.ops);
-        if archive {
-            s.push_str("_ss_savestate\n");
-        }
-        Ok(s)
-    }
-}
-
-/// Builds the sync-out program: one framed tar stream per mapping on stdout.
-#[derive(Debug, Clone)]
-pub struct OutboundScript {
-    root: String,
-    timeout_ms: u64,
-    scratch: String,
-    body: String,
-    /// Chooses and starts the transport codec, when one is offered.
-    codec: Option<String>,
-    /// Incremental: lists sources, then reads the host's keep lists.
-    listing: String,
-    answer: String,
-    zip: bool,
-}
-
-impl OutboundScript {
-    /// Starts a program for remote dir `root` (normalized) that stops
-    /// itself shortly before `timeout_ms` (0: no deadline) and stages in
-    /// `<root>/<scratch>` (a fresh `.paperclip-upload-*` name).
-    pub fn new(root: &str, timeout_ms: u64, scratch: &str) -> Self {
-        OutboundScript {
-            root: root.to_owned(),
-            timeout_ms,
-            scratch: scratch.to_owned(),
-            body: String::new(),
-            codec: None,
-            listing: String::new(),
-            answer: String::new(),
-            zip: false,
-        }
-    }
-
-    /// Lets the program gzip a big listing (a [`Marker::Listing`] with
-    /// `zipped`): for a slow link, on a stream (not in
-    /// [`Self::report_program`]'s text).
-    pub fn zip_listings(&mut self) {
-        self.zip = true;
-    }
-
-    /// Lets directory mapping `k` (the index among all mappings, with
-    /// source `source`) leave out files the host target already holds:
-    /// before anything else (and before the codec's marker, so the host
-    /// reads it while the program waits) the program frames the source's
-    /// regular files as a [`Marker::Listing`]; once every listing is out it
-    /// reads the host's answer for each, in order: a line with a length,
-    /// then that many bytes of relative names, one a line, which its
-    /// archive then leaves out (see [`Self::dir`]).
-    ///
-    /// # Errors
-    /// When the source cannot be quoted (NUL).
-    pub fn list_dir(&mut self, k: usize, source: &str) -> Result<(), Error> {
-        let _ = writeln!(self.listing, "_ss_olist {k} {}", sh_quote(source)?);
-        let _ = writeln!(self.answer, "_ss_okeep {k}");
-        Ok(())
-    }
-
-    /// [`Self::list_dir`] for file mapping `k`'s regular file `source`: its
-    /// listing is one line, for `./f`, and a non-empty answer (naming `f`)
-    /// makes the program send an empty archive for it (see [`Self::file`]).
-    ///
-    /// # Errors
-    /// When the source cannot be quoted (NUL).
-    pub fn list_file(&mut self, k: usize, source: &str) -> Result<(), Error> {
-        let _ = writeln!(self.listing, "_ss_olistf {k} {}", sh_quote(source)?);
-        let _ = writeln!(self.answer, "_ss_okeep {k}");
-        Ok(())
-    }
-
-    /// Compresses the output with the first of `prefer` the sandbox can
-    /// run: the program first prints a plain [`Marker::Codec`] naming it
-    /// (or `none`), then everything else through it. With `sample` (a
-    /// source and whether it is a directory), gzip is used only if the
-    /// source's first MiB samples as compressible.
-    ///
-    /// # Errors
-    /// When the sample path cannot be quoted (NUL).
-    pub fn offer_compression(
-        &mut self,
-        prefer: &[Codec],
-        sample: Option<(&str, bool)>,
-    ) -> Result<(), Error> {
-        let mut s = String::from("_ss_pick");
-        for c in prefer {
-            let _ = write!(s, " {}", c.name());
-        }
-        s.push('\n');
-        if let Some((path, dir)) = sample {
-            let kind = if dir { "dir" } else { "file" };
-            let _ = writeln!(
-                s,
-                "[ \"$_ss_codec\" != gzip ] || _ss_worth {kind} {} || _ss_codec=none",
-                sh_quote(path)?
-            );
-        }
-        s.push_str("_ss_mark \"codec $_ss_codec\"\n[ \"$_ss_codec\" = none ] || _ss_zstart \"$_ss_codec\"\n");
-        self.codec = Some(s);
-        Ok(())
-    }
-
-    fn mark(&mut self, m: &Marker) {
-        let _ = writeln!(self.body, "_ss_mark '{}'", m.words());
-    }
-
-    /// Streams the regular file `source` (snapshotted through a pinned fd),
-    /// or an empty archive where the host's answer for `listed` (the index
-    /// [`Self::list_file`] was given) keeps it.
-    ///
-    /// # Errors
-    /// When the path cannot be quoted (NUL).
-    pub fn file(
-        &mut self,
-        op: usize,
-        map: usize,
-        source: &str,
-        listed: Option<usize>,
-    ) -> Result<(), Error> {
-        self.mark(&Marker::Mapping { op, map });
-        let keep = listed.map(|k| k.to_string()).unwrap_or_default();
-        let _ = writeln!(self.body, "_ss_kf={keep}; _ss_ofile {}", sh_quote(source)?);
-        Ok(())
-    }
-
-    /// Streams the directory `source` (entered through a pinned fd),
-    /// leaving out what the host's answer for `listed` names (the index
-    /// [`Self::list_dir`] was given).
-    ///
-    /// # Errors
-    /// When a path or pattern cannot be quoted (NUL).
-    pub fn dir(
-        &mut self,
-        op: usize,
-        map: usize,
-        source: &str,
-        follow: bool,
-        exclude: &[String],
-        listed: Option<usize>,
-    ) -> Result<(), Error> {
-        self.mark(&Marker::Mapping { op, map });
-        let keep = listed.map(|k| k.to_string()).unwrap_or_default();
-        let line = format!(
-            "_ss_kf={keep}; _ss_odir {}",
-            dir_args(source, follow, exclude)?
-        );
-        let _ = writeln!(self.body, "{line}");
-        Ok(())
-    }
-
-    /// Marks operation `op` complete.
-    pub fn op_done(&mut self, op: usize) {
-        self.mark(&Marker::OpDone(op));
-    }
-
-    /// Finishes the program.
-    ///
-    /// # Errors
-    /// When the root cannot be quoted.
-    pub fn finish(self) -> Result<String, Error> {
-        self.finish_with(None)
-    }
-
-    /// The listings alone, as a program of its own, for a transport on
-    /// which the host must answer before the program starts (a toolbox
-    /// sandbox, whose commands take no stdin): the listings
-    /// ([`Self::list_dir`], [`Self::list_file`]) as text, each between
-    /// `<TAG> list <k> <probe>` and `<TAG> listed <k>` lines (see
-    /// [`parse_outbound_report`](super::parse_outbound_report)), in a scratch dir
-    /// `scratch` of its own. `None` when nothing is listed.
-    ///
-    /// # Errors
-    /// When the root cannot be quoted or `scratch` is not a scratch name.
-    pub fn report_program(&self, scratch: &str) -> Result<Option<String>, Error> {
-        if self.listing.is_empty() {
-            return Ok(None);
-        }
-        let mut s = preamble(&self.root, self.timeout_ms, scratch)?;
-        s.push_str(OUTBOUND);
-        s.push_str("_ss_report=1\n");
-        s.push_str(KEEP_DETECT);
-        s.push_str(&self.listing);
-        Ok(Some(s))
-    }
-
-    /// [`Self::finish`] for a program whose listings a report program
-    /// printed ([`Self::report_program`]): it lists nothing, and takes the
-    /// host's `answer` (what it would have read from stdin: per listed
-    /// mapping a length line and that many bytes of names) from its own
-    /// text.
-    ///
-    /// # Errors
-    /// When the root or the answer cannot be quoted (NUL).
-    pub fn finish_answered(self, answer: &[u8]) -> Result<String, Error> {
-        self.finish_with(Some(answer))
-    }
-
-    fn finish_with(mut self, answer: Option<&[u8]>) -> Result<String, Error> {
-        self.mark(&Marker::End);
-        let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
-        s.push_str(OUTBOUND);
-        if !self.listing.is_empty() {
-            s.push_str(KEEP_DETECT);
-            match answer {
-                None => {
-                    if self.zip {
-                        s.push_str("_ss_zlist=1\n");
-                    }
-                    s.push_str(&self.listing);
-                }
-                Some(bytes) => {
-                    let text = std::str::from_utf8(bytes)
-                        .map_err(|_| Error::invalid("a keep list that is not UTF-8"))?;
-                    let _ = writeln!(
-                        s,
-                        "printf '%s' {} >\"$_ss_S/a\" || _ss_die \"$_ss_E_EXTRACT\" 'cannot write the keep lists'\n\
-exec <\"$_ss_S/a\"",
-                        sh_quote(text)?
-                    );
-                }
-            }
-            s.push_str(&self.answer);
-        }
-        if let Some(codec) = &self.codec {
-            s.push_str(codec);
-        }
-        s.push_str(&self.body);
-        if self.codec.is_some() {
-            s.push_str("[ \"$_ss_codec\" = none ] || _ss_zend\n");
-        }
-        Ok(s)
-    }
-}
-
-/// Whether this sandbox can leave kept files out of its archive (GNU tar's
-/// `-X`, a `head` that reads exactly the host's answer, `find` and `stat`
-/// for the listing), and the filesystem's clock before any listing.
-const KEEP_DETECT: &str = "_ss_ikeep=0
-[ \"$_ss_gnutar\" = 0 ] || case $(head --version 2>/dev/null) in *GNU*) _ss_ikeep=1 ;; esac
-_ss_have find stat || _ss_ikeep=0
-_ss_oprobe
-";
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -948,8 +200,11 @@ mod tests {
             text.contains("_ss_file 'f0' '/w/a b' 'x'\\''y;touch /tmp/pwn' '0600'"),
             "{text}"
         );
-        assert!(text.contains("head -c \"$_ss_len\" | tar -x"));
-        assert!(text.contains("tar -x -b 20 -p"));
+        // GNU tar reads whole 20-block records; the token is quoted.
+        assert!(
+            text.contains("\n_ss_extract 0 20\n_ss_commit 'tok'\n"),
+            "{text}"
+        );
     }
 
     /// The shell parts name every shared value through the preamble's
@@ -988,6 +243,151 @@ mod tests {
         let p = constants();
         assert!(p.contains("_ss_E_ESCAPE=42\n") && p.contains("_ss_TAG=SANDBOX-SYNC\n"));
         assert!(BOOTSTRAP.contains(&format!("exit {}", exit::BOOTSTRAP)));
+    }
+
+    /// Every program the host can build, from fixtures that use every
+    /// part: the text Rust assembles around the `.sh` parts holds no
+    /// literal exit code either, and no shell control flow of its own.
+    fn every_program() -> Vec<(&'static str, String)> {
+        let sc = ".paperclip-upload-t";
+        let mut i = InboundScript::new("/w", 5000, sc);
+        i.record();
+        i.zip_listings();
+        i.offer_compression();
+        for t in ["/w/a", "/w/f"] {
+            i.preflight(t).unwrap();
+        }
+        i.put_dir("d0", "/w", "a", Some(0o755)).unwrap();
+        i.reuse_dir(0, "/w/a").unwrap();
+        i.put_file("f1", "/w", "f", None).unwrap();
+        i.reuse_file(1, "/w/f").unwrap();
+        i.put_root("d2", None).unwrap();
+        i.command(0, 0, "c0.0", "/w", Some(1500)).unwrap();
+        i.op_done(0);
+        let report = i.report_program(".paperclip-upload-r").unwrap().unwrap();
+        let reported = InboundScript::finish_reported(
+            {
+                let mut j = InboundScript::new("/w", 0, sc);
+                j.reuse_dir(0, "/w/a").unwrap();
+                j
+            },
+            true,
+            "tok",
+            ".paperclip-upload-r",
+        )
+        .unwrap();
+        let inbound = i.finish(true, "tok").unwrap();
+        let mut o = OutboundScript::new("/w", 5000, sc);
+        o.zip_listings();
+        o.list_dir(0, "/w/a").unwrap();
+        o.list_file(1, "/w/f").unwrap();
+        o.dir(0, 0, "/w/a", true, &["*.o".to_owned()], Some(0))
+            .unwrap();
+        o.file(0, 1, "/w/f", Some(1)).unwrap();
+        o.op_done(0);
+        o.offer_compression(&[Codec::Zstd, Codec::Gzip], Some(("/w/a", true)))
+            .unwrap();
+        let out_report = o.report_program(".paperclip-upload-r").unwrap().unwrap();
+        let answered = o.clone().finish_answered(b"0\n0\n").unwrap();
+        let outbound = o.finish().unwrap();
+        let steps = [
+            FallbackStep::Create {
+                target: "/w/f",
+                parent: "/w",
+                temp: ".paperclip-upload-x",
+            },
+            FallbackStep::Extract {
+                dir: "/w/a",
+                tar: ".paperclip-upload-x.tar",
+            },
+            FallbackStep::ReplaceRoot { mode: None },
+        ];
+        let sep = "SEP";
+        let uploaded = toolbox::Program::Uploaded {
+            path: "/w/.paperclip-upload-t.sh",
+            len: 10,
+        };
+        vec![
+            ("inbound", inbound),
+            ("inbound report", report),
+            ("inbound after a report", reported),
+            ("outbound", outbound),
+            ("outbound report", out_report),
+            ("outbound answered", answered),
+            ("cleanup", cleanup("/w", ".paperclip-upload-s", sc).unwrap()),
+            ("fallback", fallback("/w", 0, sc, &steps).unwrap()),
+            (
+                "toolbox inbound",
+                toolbox::inbound("/w/.paperclip-upload-t.in", 10, Some(Codec::Gzip), sep, 64)
+                    .unwrap(),
+            ),
+            (
+                "toolbox outbound",
+                toolbox::outbound(uploaded, "/w/.paperclip-upload-t.out", sep, 64).unwrap(),
+            ),
+            (
+                "toolbox plain",
+                toolbox::plain(toolbox::Program::Inline("true"), sep, 64).unwrap(),
+            ),
+        ]
+    }
+
+    /// Whether `s` is only ` '<quoted>'` words (each `'\''` inside one).
+    fn quoted_words(s: &str) -> bool {
+        let mut rest = s;
+        while !rest.is_empty() {
+            let Some(word) = rest.strip_prefix(" '") else {
+                return false;
+            };
+            let mut at = 0;
+            loop {
+                match word[at..].find('\'') {
+                    None => return false,
+                    Some(i) if word[at + i..].starts_with("'\\''") => at += i + 4,
+                    Some(i) => {
+                        rest = &word[at + i + 1..];
+                        break;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    #[test]
+    fn built_programs_take_every_exit_code_from_rust() {
+        let parts = [LIBRARY, INBOUND, OUTBOUND, FALLBACK];
+        for (what, text) in every_program() {
+            for (i, _) in text.match_indices("_ss_die ") {
+                let rest = &text[i + 8..];
+                assert!(
+                    !rest.starts_with(|c: char| c.is_ascii_digit()),
+                    "{what}: a literal exit code: {}",
+                    &rest[..rest.len().min(40)]
+                );
+            }
+            // A toolbox command is the wrapper and quoted words.
+            if let Some(args) = text.strip_prefix(&toolbox::wrapper_prefix().unwrap()) {
+                assert!(quoted_words(args), "{what}: not only quoted words: {args}");
+                continue;
+            }
+            // What Rust adds around the parts: calls with quoted
+            // arguments, assignments, markers; never control flow.
+            let mut own = text.clone();
+            for part in parts {
+                own = own.replace(part, "");
+            }
+            let own = own.replace(BOOTSTRAP, "");
+            for line in own.lines() {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                for kw in ["fi", "esac", ";;", "then", "do", "done"] {
+                    assert!(
+                        !words.contains(&kw) && !line.contains(";;"),
+                        "{what}: Rust wrote shell control flow ({kw}): {line}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -24,6 +24,15 @@ _ss_olistf() {
   fi
   _ss_oframe "$1"
 }
+# Whether this sandbox can leave kept files out of its archive (GNU tar's
+# -X, a head that reads exactly the host's answer, find and stat for the
+# listing), and the filesystem's clock before any listing.
+_ss_okeepable() {
+  _ss_ikeep=0
+  [ "$_ss_gnutar" = 0 ] || case $(head --version 2>/dev/null) in *GNU*) _ss_ikeep=1 ;; esac
+  _ss_have find stat || _ss_ikeep=0
+  _ss_oprobe
+}
 # Reads the filesystem's clock for the listings, once, before the first.
 _ss_oprobe() {
   _ss_probed=

@@ -13,7 +13,7 @@
 
 use std::fmt::Write as _;
 
-use super::{exit, Codec, ARGV0, BOOTSTRAP};
+use super::{Codec, ARGV0, BOOTSTRAP};
 use crate::quote::sh_quote;
 use crate::Error;
 
@@ -36,8 +36,12 @@ pub enum Program<'a> {
     },
 }
 
+/// The wrapper every command runs in (see `wrapper.sh`): Rust only
+/// passes it quoted arguments.
+const WRAPPER: &str = include_str!("wrapper.sh");
+
 /// The sync-in command: checks for `codec`'s decompressor (without it the
-/// wrapper exits [`exit::NO_CODEC`], removing the upload), then runs the
+/// wrapper exits [`NO_CODEC`](super::exit::NO_CODEC), removing the upload), then runs the
 /// uploaded program with the rest of the file as its stdin.
 ///
 /// # Errors
@@ -49,27 +53,12 @@ pub fn inbound(
     sep: &str,
     max_stderr: u64,
 ) -> Result<String, Error> {
-    let mut body = String::new();
-    if let Some(c) = codec {
-        let _ = writeln!(
-            body,
-            "if ! command -v {c} >/dev/null 2>&1; then rm -f -- {f}; (exit {code}); else",
-            c = c.name(),
-            f = sh_quote(upload)?,
-            code = exit::NO_CODEC,
-        );
-    }
-    body.push_str(&run(
-        Program::Uploaded {
-            path: upload,
-            len: script_len,
-        },
-        "",
-    )?);
-    if codec.is_some() {
-        body.push_str("\nfi");
-    }
-    wrap(&body, Some(parent(upload)), sep, max_stderr)
+    let args = [
+        upload.to_owned(),
+        script_len.to_string(),
+        codec.map_or("", Codec::name).to_owned(),
+    ];
+    wrap("in", Some(parent(upload)), sep, max_stderr, &args)
 }
 
 /// The sync-out command: runs `program` with its stdout in the new file
@@ -83,16 +72,9 @@ pub fn outbound(
     sep: &str,
     max_stderr: u64,
 ) -> Result<String, Error> {
-    let spare = parent(out);
-    let out = sh_quote(out)?;
-    let body = format!(
-        "_ss_made=0\n\
-if (set -C; umask 077; : >{out}); then _ss_made=1; {run}; _ss_rc=$?; else _ss_rc={code}; fi\n\
-[ \"$_ss_rc\" = 0 ] || [ \"$_ss_made\" = 0 ] || rm -f -- {out}\n(exit \"$_ss_rc\")",
-        run = run(program, &format!(">{out}"))?,
-        code = exit::EXTRACT,
-    );
-    wrap(&body, Some(spare), sep, max_stderr)
+    let mut args = vec![out.to_owned()];
+    args.extend(program_args(program));
+    wrap("out", Some(parent(out)), sep, max_stderr, &args)
 }
 
 /// A command that runs `program` (a cleanup, say) as it is.
@@ -100,69 +82,50 @@ if (set -C; umask 077; : >{out}); then _ss_made=1; {run}; _ss_rc=$?; else _ss_rc
 /// # Errors
 /// When the program cannot be quoted (NUL).
 pub fn plain(program: Program<'_>, sep: &str, max_stderr: u64) -> Result<String, Error> {
-    wrap(&run(program, "")?, None, sep, max_stderr)
+    wrap("plain", None, sep, max_stderr, &program_args(program))
 }
 
-/// Runs `program` with its stdout redirected as `stdout` says.
-fn run(program: Program<'_>, stdout: &str) -> Result<String, Error> {
-    Ok(match program {
-        Program::Inline(text) => format!(
-            "/bin/sh -c {} {ARGV0} 0 </dev/null {stdout}",
-            sh_quote(text)?
-        ),
+/// How `wrapper.sh` takes a program: `inline TEXT` or `uploaded PATH LEN`.
+fn program_args(program: Program<'_>) -> Vec<String> {
+    match program {
+        Program::Inline(text) => vec!["inline".to_owned(), text.to_owned()],
         Program::Uploaded { path, len } => {
-            let f = sh_quote(path)?;
-            format!(
-                "if [ -f {f} ] && exec 0<{f}; then rm -f -- {f}; /bin/sh -c {boot} {ARGV0} {len} {stdout}; \
-else (exit {code}); fi",
-                boot = sh_quote(BOOTSTRAP)?,
-                code = exit::BOOTSTRAP,
-            )
+            vec!["uploaded".to_owned(), path.to_owned(), len.to_string()]
         }
-    })
+    }
 }
 
-/// `body` with its stderr apart, its tail (the last `max_stderr + 1`
-/// bytes: one more says it went past the cap) printed after a `sep` line
-/// once the body has ended; its stdout goes straight out. The wrapper exits
-/// with the body's status.
-///
-/// Stderr goes into a temp file (in `$TMPDIR` or `/tmp`, else in `spare`)
-/// that is unlinked as soon as the wrapper holds it open: a process the
-/// body left behind (a post-upload command's child, say) can keep writing
-/// to it without holding the command open. With no writable place at all,
-/// stderr is piped into `tail` instead, whose end waits for every writer.
-fn wrap(body: &str, spare: Option<&str>, sep: &str, max_stderr: u64) -> Result<String, Error> {
-    let spare = match spare {
-        Some(dir) => format!(
-            " || mktemp {} 2>/dev/null",
-            sh_quote(&format!(
-                "{}/{}-XXXXXXXX",
-                dir.trim_end_matches('/'),
-                crate::SCRATCH_PREFIX
-            ))?
-        ),
-        None => String::new(),
-    };
-    let script = format!(
-        "_ss_body() {{\n{body}\n}}\n\
-if _ss_e=$(mktemp 2>/dev/null{spare}) && exec 3>>\"$_ss_e\" 4<\"$_ss_e\"; then\n\
-rm -f -- \"$_ss_e\"\n\
-_ss_body 2>&3 3>&- 4<&-\n\
-_ss_rc=$?\n\
-printf '\\n%s\\n' {sep}\n\
-tail -c {keep} <&4\n\
-exit \"$_ss_rc\"\n\
-fi\n\
-exec 4>&1\n\
-_ss_rc=$({{ {{ _ss_body 2>&1 1>&4 4>&- 5>&-; echo \"$?\" >&5; }} | \
-{{ _ss_t=$(tail -c {keep}; echo x); printf '\\n%s\\n%s' {sep} \"${{_ss_t%x}}\"; }} >&4; }} 5>&1)\n\
-exit \"${{_ss_rc:-{lost}}}\"",
-        keep = max_stderr.saturating_add(1),
-        sep = sh_quote(sep)?,
-        lost = exit::BOOTSTRAP,
-    );
-    Ok(format!("sh -c {}", sh_quote(&script)?))
+/// `sh -c '<wrapper>' <argv0>`: the shared values and the bootstrap as
+/// assignments, then `wrapper.sh`.
+pub(super) fn wrapper_prefix() -> Result<String, Error> {
+    let mut script = super::constants();
+    let _ = writeln!(script, "_ss_argv0={ARGV0}");
+    let _ = writeln!(script, "_ss_boot={}", sh_quote(BOOTSTRAP)?);
+    script.push_str(WRAPPER);
+    Ok(format!("sh -c {} {ARGV0}", sh_quote(&script)?))
+}
+
+/// `sh -c '<wrapper>'` with the body `mode` and its `args`, every value
+/// quoted: the shared values and the bootstrap as assignments, the rest as
+/// positional arguments. `spare` is where the stderr file may go when no
+/// temp dir can take it.
+fn wrap(
+    mode: &str,
+    spare: Option<&str>,
+    sep: &str,
+    max_stderr: u64,
+    args: &[String],
+) -> Result<String, Error> {
+    let mut cmd = wrapper_prefix()?;
+    let keep = max_stderr.saturating_add(1).to_string();
+    let spare = spare.map(|d| d.trim_end_matches('/')).unwrap_or_default();
+    for a in [mode, sep, &keep, spare]
+        .into_iter()
+        .chain(args.iter().map(String::as_str))
+    {
+        let _ = write!(cmd, " {}", sh_quote(a)?);
+    }
+    Ok(cmd)
 }
 
 /// The directory a sandbox path is in.
@@ -205,6 +168,7 @@ pub fn split_output<'a>(output: &'a [u8], sep: &str) -> Output<'a> {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use super::super::exit;
     use super::*;
 
     /// Runs `command` with the host's `sh`, as the toolbox would.
@@ -323,9 +287,11 @@ mod tests {
         std::fs::write(&f, "x").unwrap();
         let body = inbound(f.to_str().unwrap(), 1, None, "S", 100).unwrap();
         // A codec no sandbox has, by swapping the name in.
-        let cmd = inbound(f.to_str().unwrap(), 1, Some(Codec::Zstd), "S", 100)
-            .unwrap()
-            .replace("command -v zstd", "command -v no-such-codec-here");
+        let cmd = inbound(f.to_str().unwrap(), 1, Some(Codec::Zstd), "S", 100).unwrap();
+        let cmd = format!(
+            "{} 'no-such-codec-here'",
+            cmd.strip_suffix(" 'zstd'").unwrap()
+        );
         assert_ne!(cmd, body);
         assert_eq!(sh(&cmd).0, Some(exit::NO_CODEC));
         assert!(!f.exists());

@@ -1,0 +1,241 @@
+//! The sync-out program (`outbound.sh`): one framed tar stream per
+//! mapping on stdout.
+
+use std::fmt::Write as _;
+
+use super::*;
+
+/// Builds the sync-out program: one framed tar stream per mapping on stdout.
+#[derive(Debug, Clone)]
+pub struct OutboundScript {
+    root: String,
+    timeout_ms: u64,
+    scratch: String,
+    body: String,
+    /// Chooses and starts the transport codec, when one is offered.
+    codec: Option<String>,
+    /// Incremental: lists sources, then reads the host's keep lists.
+    listing: String,
+    answer: String,
+    zip: bool,
+}
+
+impl OutboundScript {
+    /// Starts a program for remote dir `root` (normalized) that stops
+    /// itself shortly before `timeout_ms` (0: no deadline) and stages in
+    /// `<root>/<scratch>` (a fresh `.paperclip-upload-*` name).
+    pub fn new(root: &str, timeout_ms: u64, scratch: &str) -> Self {
+        OutboundScript {
+            root: root.to_owned(),
+            timeout_ms,
+            scratch: scratch.to_owned(),
+            body: String::new(),
+            codec: None,
+            listing: String::new(),
+            answer: String::new(),
+            zip: false,
+        }
+    }
+
+    /// Lets the program gzip a big listing (a [`Marker::Listing`] with
+    /// `zipped`): for a slow link, on a stream (not in
+    /// [`Self::report_program`]'s text).
+    pub fn zip_listings(&mut self) {
+        self.zip = true;
+    }
+
+    /// Lets directory mapping `k` (the index among all mappings, with
+    /// source `source`) leave out files the host target already holds:
+    /// before anything else (and before the codec's marker, so the host
+    /// reads it while the program waits) the program frames the source's
+    /// regular files as a [`Marker::Listing`]; once every listing is out it
+    /// reads the host's answer for each, in order: a line with a length,
+    /// then that many bytes of relative names, one a line, which its
+    /// archive then leaves out (see [`Self::dir`]).
+    ///
+    /// # Errors
+    /// When the source cannot be quoted (NUL).
+    pub fn list_dir(&mut self, k: usize, source: &str) -> Result<(), Error> {
+        let _ = writeln!(self.listing, "_ss_olist {k} {}", sh_quote(source)?);
+        let _ = writeln!(self.answer, "_ss_okeep {k}");
+        Ok(())
+    }
+
+    /// [`Self::list_dir`] for file mapping `k`'s regular file `source`: its
+    /// listing is one line, for `./f`, and a non-empty answer (naming `f`)
+    /// makes the program send an empty archive for it (see [`Self::file`]).
+    ///
+    /// # Errors
+    /// When the source cannot be quoted (NUL).
+    pub fn list_file(&mut self, k: usize, source: &str) -> Result<(), Error> {
+        let _ = writeln!(self.listing, "_ss_olistf {k} {}", sh_quote(source)?);
+        let _ = writeln!(self.answer, "_ss_okeep {k}");
+        Ok(())
+    }
+
+    /// Compresses the output with the first of `prefer` the sandbox can
+    /// run: the program first prints a plain [`Marker::Codec`] naming it
+    /// (or `none`), then everything else through it. With `sample` (a
+    /// source and whether it is a directory), gzip is used only if the
+    /// source's first MiB samples as compressible.
+    ///
+    /// # Errors
+    /// When the sample path cannot be quoted (NUL).
+    pub fn offer_compression(
+        &mut self,
+        prefer: &[Codec],
+        sample: Option<(&str, bool)>,
+    ) -> Result<(), Error> {
+        let mut s = String::from("_ss_pick");
+        for c in prefer {
+            let _ = write!(s, " {}", c.name());
+        }
+        s.push('\n');
+        if let Some((path, dir)) = sample {
+            let kind = if dir { "dir" } else { "file" };
+            let _ = writeln!(
+                s,
+                "[ \"$_ss_codec\" != gzip ] || _ss_worth {kind} {} || _ss_codec=none",
+                sh_quote(path)?
+            );
+        }
+        s.push_str("_ss_mark \"codec $_ss_codec\"\n[ \"$_ss_codec\" = none ] || _ss_zstart \"$_ss_codec\"\n");
+        self.codec = Some(s);
+        Ok(())
+    }
+
+    fn mark(&mut self, m: &Marker) {
+        let _ = writeln!(self.body, "_ss_mark '{}'", m.words());
+    }
+
+    /// Streams the regular file `source` (snapshotted through a pinned fd),
+    /// or an empty archive where the host's answer for `listed` (the index
+    /// [`Self::list_file`] was given) keeps it.
+    ///
+    /// # Errors
+    /// When the path cannot be quoted (NUL).
+    pub fn file(
+        &mut self,
+        op: usize,
+        map: usize,
+        source: &str,
+        listed: Option<usize>,
+    ) -> Result<(), Error> {
+        self.mark(&Marker::Mapping { op, map });
+        let keep = listed.map(|k| k.to_string()).unwrap_or_default();
+        let _ = writeln!(self.body, "_ss_kf={keep}; _ss_ofile {}", sh_quote(source)?);
+        Ok(())
+    }
+
+    /// Streams the directory `source` (entered through a pinned fd),
+    /// leaving out what the host's answer for `listed` names (the index
+    /// [`Self::list_dir`] was given).
+    ///
+    /// # Errors
+    /// When a path or pattern cannot be quoted (NUL).
+    pub fn dir(
+        &mut self,
+        op: usize,
+        map: usize,
+        source: &str,
+        follow: bool,
+        exclude: &[String],
+        listed: Option<usize>,
+    ) -> Result<(), Error> {
+        self.mark(&Marker::Mapping { op, map });
+        let keep = listed.map(|k| k.to_string()).unwrap_or_default();
+        let line = format!(
+            "_ss_kf={keep}; _ss_odir {}",
+            dir_args(source, follow, exclude)?
+        );
+        let _ = writeln!(self.body, "{line}");
+        Ok(())
+    }
+
+    /// Marks operation `op` complete.
+    pub fn op_done(&mut self, op: usize) {
+        self.mark(&Marker::OpDone(op));
+    }
+
+    /// Finishes the program.
+    ///
+    /// # Errors
+    /// When the root cannot be quoted.
+    pub fn finish(self) -> Result<String, Error> {
+        self.finish_with(None)
+    }
+
+    /// The listings alone, as a program of its own, for a transport on
+    /// which the host must answer before the program starts (a toolbox
+    /// sandbox, whose commands take no stdin): the listings
+    /// ([`Self::list_dir`], [`Self::list_file`]) as text, each between
+    /// `<TAG> list <k> <probe>` and `<TAG> listed <k>` lines (see
+    /// [`parse_outbound_report`](super::parse_outbound_report)), in a scratch dir
+    /// `scratch` of its own. `None` when nothing is listed.
+    ///
+    /// # Errors
+    /// When the root cannot be quoted or `scratch` is not a scratch name.
+    pub fn report_program(&self, scratch: &str) -> Result<Option<String>, Error> {
+        if self.listing.is_empty() {
+            return Ok(None);
+        }
+        let mut s = preamble(&self.root, self.timeout_ms, scratch)?;
+        s.push_str(OUTBOUND);
+        s.push_str("_ss_report=1\n");
+        s.push_str(KEEP_DETECT);
+        s.push_str(&self.listing);
+        Ok(Some(s))
+    }
+
+    /// [`Self::finish`] for a program whose listings a report program
+    /// printed ([`Self::report_program`]): it lists nothing, and takes the
+    /// host's `answer` (what it would have read from stdin: per listed
+    /// mapping a length line and that many bytes of names) from its own
+    /// text.
+    ///
+    /// # Errors
+    /// When the root or the answer cannot be quoted (NUL).
+    pub fn finish_answered(self, answer: &[u8]) -> Result<String, Error> {
+        self.finish_with(Some(answer))
+    }
+
+    fn finish_with(mut self, answer: Option<&[u8]>) -> Result<String, Error> {
+        self.mark(&Marker::End);
+        let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
+        s.push_str(OUTBOUND);
+        if !self.listing.is_empty() {
+            s.push_str(KEEP_DETECT);
+            match answer {
+                None => {
+                    if self.zip {
+                        s.push_str("_ss_zlist=1\n");
+                    }
+                    s.push_str(&self.listing);
+                }
+                Some(bytes) => {
+                    let text = std::str::from_utf8(bytes)
+                        .map_err(|_| Error::invalid("a keep list that is not UTF-8"))?;
+                    let _ = writeln!(
+                        s,
+                        "printf '%s' {} >\"$_ss_S/a\" || _ss_die \"$_ss_E_EXTRACT\" 'cannot write the keep lists'\n\
+exec <\"$_ss_S/a\"",
+                        sh_quote(text)?
+                    );
+                }
+            }
+            s.push_str(&self.answer);
+        }
+        if let Some(codec) = &self.codec {
+            s.push_str(codec);
+        }
+        s.push_str(&self.body);
+        if self.codec.is_some() {
+            s.push_str("[ \"$_ss_codec\" = none ] || _ss_zend\n");
+        }
+        Ok(s)
+    }
+}
+
+/// Whether this sandbox can leave kept files out of its archive, and the
+/// filesystem's clock before any listing (`_ss_okeepable`, outbound.sh).
+const KEEP_DETECT: &str = "_ss_okeepable\n";
