@@ -48,7 +48,7 @@ pub enum BackendError {
         sandbox: String,
         /// Why.
         #[source]
-        source: crate::daytona::ToolboxError,
+        source: crate::exec::daytona::ToolboxError,
     },
     /// This build has no Daytona backend.
     #[error("this build has no daytona backend (feature \"daytona\")")]
@@ -256,10 +256,10 @@ impl BackendConfig {
                 toolbox_url,
                 api_key,
             } => {
-                use crate::daytona::{DaytonaBackend, Toolbox};
+                use crate::exec::daytona::{Client, DaytonaBackend};
                 let client = match toolbox_url {
-                    Some(url) => Toolbox::new(url, sandbox, &api_key.0),
-                    None => Toolbox::resolve(api_url, sandbox, &api_key.0).await,
+                    Some(url) => Client::new(url, sandbox, &api_key.0),
+                    None => Client::resolve(api_url, sandbox, &api_key.0).await,
                 }
                 .map_err(|source| BackendError::Daytona {
                     sandbox: sandbox.clone(),

@@ -3,10 +3,12 @@
 //! The component holds the policy; this crate supplies the mechanism and
 //! hands it over as WIT imports:
 //!
-//! - [`exec`]: streaming exec into the sandbox (`sandbox-sync:provider/sandbox-exec`):
-//!   a [`exec::local::LocalBackend`] process (optionally jailed in a
-//!   sandbox root with its own mount and PID namespaces), a Kubernetes
-//!   pod over WebSocket exec (`exec::kube`) and a
+//! - [`exec`]: the backends, streaming exec into the sandbox
+//!   (`sandbox-sync:provider/sandbox-exec`): a [`exec::local::LocalBackend`]
+//!   process (optionally jailed in a sandbox root with its own mount and
+//!   PID namespaces), a Kubernetes pod over WebSocket exec (`exec::kube`),
+//!   a Daytona sandbox over its toolbox API (`exec::daytona`, which also
+//!   serves `sandbox-sync:provider/sandbox-toolbox`) and a
 //!   [`exec::scripted::ScriptedBackend`] fake.
 //! - [`fs`]: host directories granted per call as `cap-std` capabilities
 //!   (`sandbox-sync:provider/host-fs`).
@@ -17,9 +19,6 @@
 //!   (`sandbox-sync:provider/sync-state`).
 //!
 //! - [`worker`]: the JSON-RPC plugin worker (`sandbox-sync serve`).
-//! - `daytona`: the Daytona toolbox API client (run a command, stream a
-//!   file in, stream a file out) and the backend that serves the
-//!   component's `sandbox-sync:provider/sandbox-toolbox` import with it.
 //! - [`backend`]: the backend a CLI flag set or a plugin config names;
 //!   [`request`] and [`error`]: a call's input and typed failure;
 //!   [`cpspec`] and [`doctor`]: `cp`'s `kubectl cp` syntax and the one-exec
@@ -31,8 +30,6 @@
 pub mod backend;
 mod bindings;
 pub mod cpspec;
-#[cfg(feature = "daytona")]
-pub mod daytona;
 pub mod doctor;
 pub mod error;
 pub mod exec;

@@ -1,8 +1,6 @@
-//! The `sandbox-sync` command line.
+//! The `sandbox-sync` command line (see [`cli`]).
 
 mod cli;
-mod cp;
-mod demo;
 
 fn main() -> std::process::ExitCode {
     cli::main()

@@ -110,8 +110,10 @@ fn refusals_are_typed(u: Env) {
         ("sbx-conformance", "wrong-key", "401"),
         ("no-such-sandbox", "conformance-key", "not reachable"),
     ] {
-        let client = sandbox_sync_host::daytona::Toolbox::new(url, id, key).unwrap();
-        let backend = std::sync::Arc::new(sandbox_sync_host::daytona::DaytonaBackend::new(client));
+        let client = sandbox_sync_host::exec::daytona::Client::new(url, id, key).unwrap();
+        let backend = std::sync::Arc::new(sandbox_sync_host::exec::daytona::DaytonaBackend::new(
+            client,
+        ));
         let err = sync_in_via(&sb, backend);
         assert_eq!(err.error.kind, ErrorKind::Transport, "{}", err.error);
         assert!(err.error.message.contains(says), "{}", err.error);

@@ -9,16 +9,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use sandbox_sync_host::daytona::{Toolbox, ToolboxError};
+use sandbox_sync_host::exec::daytona::{Client, ToolboxError};
 use sandbox_sync_tests::daytona_server::{collect_stream, Faults, ToolboxServer};
 use sandbox_sync_tests::*;
 
 const KEY: &str = "test-key";
 const ID: &str = "sbx-1";
 
-fn serve(sb: &Sandbox) -> (ToolboxServer, Toolbox) {
+fn serve(sb: &Sandbox) -> (ToolboxServer, Client) {
     let server = block_on(ToolboxServer::start(sb.backend(), ID, KEY)).unwrap();
-    let toolbox = Toolbox::new(&server.url, ID, KEY).unwrap();
+    let toolbox = Client::new(&server.url, ID, KEY).unwrap();
     (server, toolbox)
 }
 
@@ -141,16 +141,16 @@ fn an_upload_whose_source_breaks_is_cut(u: Env) {
 fn refusals_are_typed(u: Env) {
     let sb = Sandbox::new(u);
     let (server, _) = serve(&sb);
-    let bad_key = Toolbox::new(&server.url, ID, "wrong").unwrap();
+    let bad_key = Client::new(&server.url, ID, "wrong").unwrap();
     let err = block_on(bad_key.execute("true", None, None)).unwrap_err();
     assert!(matches!(err, ToolboxError::Unauthorized(_)), "{err}");
-    let no_sandbox = Toolbox::new(&server.url, "sbx-gone", KEY).unwrap();
+    let no_sandbox = Client::new(&server.url, "sbx-gone", KEY).unwrap();
     let err = block_on(no_sandbox.execute("true", None, None)).unwrap_err();
     assert!(
         matches!(err, ToolboxError::NoSandbox { status: 404, .. }),
         "{err}"
     );
-    let tb = Toolbox::new(&server.url, ID, KEY).unwrap();
+    let tb = Client::new(&server.url, ID, KEY).unwrap();
     server.set_faults(Faults {
         status: Some(503),
         ..Faults::default()
@@ -165,7 +165,7 @@ fn refusals_are_typed(u: Env) {
         matches!(err, ToolboxError::Status { status: 503, .. }),
         "{err}"
     );
-    let unreachable = Toolbox::new("http://127.0.0.1:9/toolbox", ID, KEY).unwrap();
+    let unreachable = Client::new("http://127.0.0.1:9/toolbox", ID, KEY).unwrap();
     let err = block_on(unreachable.execute("true", None, None)).unwrap_err();
     assert!(matches!(err, ToolboxError::Transport(_)), "{err}");
 }

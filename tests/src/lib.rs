@@ -467,9 +467,11 @@ pub fn daytona_backend(
     ))
     .expect("start the fake toolbox");
     let client =
-        sandbox_sync_host::daytona::Toolbox::new(&server.url, &server.sandbox, &server.key)
+        sandbox_sync_host::exec::daytona::Client::new(&server.url, &server.sandbox, &server.key)
             .expect("toolbox client");
-    let backend = Arc::new(sandbox_sync_host::daytona::DaytonaBackend::new(client));
+    let backend = Arc::new(sandbox_sync_host::exec::daytona::DaytonaBackend::new(
+        client,
+    ));
     (server, backend)
 }
 

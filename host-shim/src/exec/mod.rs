@@ -7,6 +7,8 @@
 
 pub mod codec;
 pub mod counting;
+#[cfg(feature = "daytona")]
+pub mod daytona;
 #[cfg(feature = "kube")]
 pub mod kube;
 pub mod local;

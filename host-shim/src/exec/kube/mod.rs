@@ -41,6 +41,7 @@
 mod config;
 mod error;
 mod pod;
+mod protocol;
 mod session;
 mod status;
 mod streams;

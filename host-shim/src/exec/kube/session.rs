@@ -30,19 +30,13 @@ use tokio_tungstenite::tungstenite::{self as ws, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use super::error::wait_error;
+use super::protocol::{
+    CLOSE_CHANNEL, STATUS_CHANNEL, STDERR_CHANNEL, STDIN_CHANNEL, STDOUT_CHANNEL,
+};
 use super::status::exit_code_of;
 use super::streams::{KubeStdin, KubeStdout};
 use super::KubeError;
 use crate::exec::{BoxFuture, Control, ExecError, ExitInfo};
-
-/// Channel numbers of the `v4`/`v5.channel.k8s.io` subprotocols; see
-/// `k8s.io/apimachinery/pkg/util/httpstream/wsstream/conn.go`.
-pub(super) const STDIN_CHANNEL: u8 = 0;
-const STDOUT_CHANNEL: u8 = 1;
-const STDERR_CHANNEL: u8 = 2;
-const STATUS_CHANNEL: u8 = 3;
-/// v5 only: the payload names a channel its sender will not write again.
-const CLOSE_CHANNEL: u8 = 255;
 
 /// Frames queued each way between the caller and the socket. With stdin
 /// frames of 256 KiB this keeps about 1 MiB in flight, enough to cover a

@@ -15,7 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::mpsc;
 use tokio_util::sync::PollSender;
 
-use super::session::STDIN_CHANNEL;
+use super::protocol::STDIN_CHANNEL;
 
 /// Largest stdin frame: the shim's write batch, so one batch is one
 /// frame. kube-rs sends 4 KiB frames and kubectl 32 KiB; each frame costs

@@ -18,7 +18,7 @@ use sandbox_sync_host::{
     SyncOutcome,
 };
 
-use crate::cli::{backend_failure, DaytonaArgs, KubeArgs, LocalArgs};
+use super::args::{backend_failure, DaytonaArgs, KubeArgs, LocalArgs};
 
 mod progress;
 
@@ -118,8 +118,7 @@ async fn probe_kind(
         argv: vec![
             "/bin/sh".into(),
             "-c".into(),
-            "if [ -d \"$1\" ]; then echo d; elif [ -e \"$1\" ]; then echo f; else echo m; fi"
-                .into(),
+            include_str!("kind.sh").into(),
             "sandbox-sync-cp".into(),
             path.into(),
         ],

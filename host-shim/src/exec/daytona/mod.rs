@@ -1,6 +1,28 @@
-//! A Daytona sandbox as an exec backend: every toolbox call is a
-//! [`Process`] whose streams are the call's HTTP bodies, run by a task and
-//! bounded by the call's deadline whatever the toolbox does.
+//! A Daytona sandbox as an exec backend, over its toolbox API: run
+//! a command without stdin, stream one file into the sandbox, stream one
+//! file out of it, remove a path.
+//!
+//! Daytona has no streaming exec with stdin (see
+//! `daytona-toolbox.md`): the bodies of `bulk-upload` and `bulk-download`
+//! are the streaming channels, and `process/execute` runs the control
+//! programs. Every request goes to `{toolbox-url}/{sandbox-id}/...` with
+//! `Authorization: Bearer <key>`. Errors are typed ([`ToolboxError`]): a
+//! refused key, a missing sandbox, a command timeout, a status the
+//! toolbox gave, a file it could not read, and a transfer that was cut
+//! (a download without its closing boundary, or shorter than it said).
+//!
+//! Every toolbox call is a [`Process`] whose streams are the call's HTTP
+//! bodies, run by a task ([`task`]) and bounded by the call's deadline
+//! whatever the toolbox does. [`Client`] is the HTTP client itself.
+
+mod client;
+mod error;
+mod multipart;
+mod task;
+
+pub use client::{Client, Download, Executed, MAX_ANSWER, MAX_EXECUTE_ANSWER};
+pub use error::ToolboxError;
+pub use multipart::DOWNLOAD_BOUNDARY;
 
 use std::time::Duration;
 
@@ -10,11 +32,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::io::{ReaderStream, StreamReader};
 
-use super::{Toolbox as Client, ToolboxError};
-use crate::exec::{
-    BoxFuture, Control, ExecBackend, ExecError, ExecRequest, ExitInfo, Process, SandboxStdin,
-    Toolbox,
-};
+use crate::exec::{BoxFuture, ExecBackend, ExecError, ExecRequest, Process, SandboxStdin, Toolbox};
+
+use task::{NoStdin, TaskControl};
 
 /// Bytes buffered between the component and an upload's body.
 const UPLOAD_BUFFER: usize = 256 << 10;
@@ -214,114 +234,6 @@ fn argv_to_sh(argv: &[String]) -> Result<String, ExecError> {
         .map_err(|e| ExecError::Unsupported(e.to_string()))?;
     Ok(words.join(" "))
 }
-
-/// A toolbox call's task: its exit code, or why it failed, within its
-/// deadline.
-struct TaskControl {
-    call: &'static str,
-    task: JoinHandle<Result<i64, ToolboxError>>,
-    deadline: tokio::time::Instant,
-    timeout: Duration,
-    ended: Option<Result<ExitInfo, ToolboxError>>,
-}
-
-impl TaskControl {
-    fn new(
-        call: &'static str,
-        task: JoinHandle<Result<i64, ToolboxError>>,
-        timeout: Duration,
-    ) -> Self {
-        TaskControl {
-            call,
-            task,
-            deadline: crate::exec::deadline_after(timeout),
-            timeout,
-            ended: None,
-        }
-    }
-}
-
-impl Control for TaskControl {
-    fn wait(&mut self) -> BoxFuture<'_, Result<ExitInfo, ExecError>> {
-        Box::pin(async move {
-            if self.ended.is_none() {
-                let timed_out = ExitInfo {
-                    timed_out: true,
-                    ..ExitInfo::default()
-                };
-                let ended = match tokio::time::timeout_at(self.deadline, &mut self.task).await {
-                    Err(_) => {
-                        self.task.abort();
-                        Ok(timed_out)
-                    }
-                    Ok(Ok(Ok(code))) => Ok(ExitInfo {
-                        exit_code: Some(i32::try_from(code).unwrap_or(-1)),
-                        ..ExitInfo::default()
-                    }),
-                    Ok(Ok(Err(ToolboxError::Timeout(_)))) => Ok(timed_out),
-                    Ok(Ok(Err(e))) => Err(e),
-                    Ok(Err(e)) if e.is_cancelled() => {
-                        Err(ToolboxError::Transport("the call was aborted".into()))
-                    }
-                    Ok(Err(e)) => Err(ToolboxError::Transport(e.to_string())),
-                };
-                tracing::debug!(
-                    timeout_ms = self.timeout.as_millis() as u64,
-                    ?ended,
-                    "toolbox call ended"
-                );
-                self.ended = Some(ended);
-            }
-            match &self.ended {
-                Some(Ok(info)) => Ok(info.clone()),
-                Some(Err(e @ ToolboxError::TooLarge { .. })) => {
-                    Err(ExecError::Limit(e.to_string()))
-                }
-                Some(Err(e)) => Err(ExecError::Toolbox {
-                    call: self.call,
-                    message: e.to_string(),
-                }),
-                None => Err(ExecError::Unsupported("no status".into())),
-            }
-        })
-    }
-
-    fn abort(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// The stdin of a probe run through the toolbox: there is none.
-struct NoStdin;
-
-impl tokio::io::AsyncWrite for NoStdin {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-        _: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::task::Poll::Ready(Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "a Daytona command has no stdin",
-        )))
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-}
-
-impl SandboxStdin for NoStdin {}
 
 #[cfg(test)]
 mod tests {

@@ -1,18 +1,4 @@
-//! The Daytona toolbox API, as the mechanism a Daytona provider needs: run
-//! a command without stdin, stream one file into the sandbox, stream one
-//! file out of it, remove a path.
-//!
-//! Daytona has no streaming exec with stdin (see
-//! `daytona-toolbox.md`): the bodies of `bulk-upload` and `bulk-download`
-//! are the streaming channels, and `process/execute` runs the control
-//! programs. Every request goes to `{toolbox-url}/{sandbox-id}/...` with
-//! `Authorization: Bearer <key>`. Errors are typed ([`ToolboxError`]): a
-//! refused key, a missing sandbox, a command timeout, a status the
-//! toolbox gave, a file it could not read, and a transfer that was cut
-//! (a download without its closing boundary, or shorter than it said).
-
-mod backend;
-mod multipart;
+//! The HTTP client of one Daytona sandbox's toolbox API.
 
 use std::time::Duration;
 
@@ -21,11 +7,11 @@ use futures_util::{Stream, StreamExt};
 use http::{header, Method, Request, StatusCode};
 use http_body_util::{combinators::BoxBody, BodyExt, Full, StreamBody};
 use hyper::body::Frame;
-use hyper_util::client::legacy::{connect::HttpConnector, Client};
+use hyper_util::client::legacy::{connect::HttpConnector, Client as HttpClient};
 use hyper_util::rt::TokioExecutor;
 
-pub use backend::DaytonaBackend;
-pub use multipart::DOWNLOAD_BOUNDARY;
+use super::error::ToolboxError;
+use super::multipart;
 
 /// A request or response body.
 type Body = BoxBody<Bytes, std::io::Error>;
@@ -42,66 +28,6 @@ pub const MAX_EXECUTE_ANSWER: usize = 17 << 20;
 /// How much longer than a command's own timeout the client waits for the
 /// toolbox's answer (the Python SDK's margin) before it gives up itself.
 const EXECUTE_MARGIN: Duration = Duration::from_secs(5);
-
-/// Why a toolbox call failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ToolboxError {
-    /// 401: the API key was refused.
-    #[error("Daytona refused the API key (401): {0}")]
-    Unauthorized(String),
-    /// The sandbox does not exist or is not started.
-    #[error("Daytona sandbox {sandbox} is not reachable ({status}): {message}")]
-    NoSandbox {
-        /// The sandbox id.
-        sandbox: String,
-        /// The HTTP status.
-        status: u16,
-        /// The toolbox's message.
-        message: String,
-    },
-    /// 408, or no answer within the command's timeout and a margin.
-    #[error("the command timed out in the Daytona sandbox after {0:?}")]
-    Timeout(Duration),
-    /// Any other failing status.
-    #[error("the Daytona toolbox answered {status} to {call}: {message}")]
-    Status {
-        /// Which call.
-        call: &'static str,
-        /// The HTTP status.
-        status: u16,
-        /// The toolbox's message (its JSON `message` or `errors`, else
-        /// the body).
-        message: String,
-    },
-    /// The toolbox could not read a file it was asked for.
-    #[error("Daytona could not read {path}: {code}: {message}")]
-    File {
-        /// The path asked for.
-        path: String,
-        /// `FILE_NOT_FOUND`, `FILE_ACCESS_DENIED`, `INVALID_FILE_PATH`,
-        /// `FILE_READ_FAILED`.
-        code: String,
-        /// Its message.
-        message: String,
-    },
-    /// A transfer ended early.
-    #[error("the Daytona transfer was cut: {0}")]
-    Cut(String),
-    /// An answer longer than the client reads (a hostile or broken toolbox).
-    #[error("the Daytona toolbox's answer to {call} exceeded {}", size(*.limit))]
-    TooLarge {
-        /// Which call.
-        call: &'static str,
-        /// The cap it crossed.
-        limit: usize,
-    },
-    /// An answer that does not follow the protocol.
-    #[error("the Daytona toolbox's answer is malformed: {0}")]
-    Malformed(String),
-    /// The connection failed.
-    #[error("cannot reach the Daytona toolbox: {0}")]
-    Transport(String),
-}
 
 /// What `process/execute` returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -126,24 +52,24 @@ struct ExecuteAnswer {
 /// error if the transfer was cut.
 pub type Download = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, ToolboxError>> + Send>>;
 
-/// One sandbox's toolbox.
+/// One sandbox's toolbox: the HTTP client of its API.
 #[derive(Clone)]
-pub struct Toolbox {
+pub struct Client {
     base: String,
     sandbox: String,
     auth: http::HeaderValue,
-    client: Client<hyper_rustls::HttpsConnector<HttpConnector>, Body>,
+    client: HttpClient<hyper_rustls::HttpsConnector<HttpConnector>, Body>,
 }
 
-impl std::fmt::Debug for Toolbox {
+impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Toolbox")
+        f.debug_struct("Client")
             .field("base", &self.base)
             .finish_non_exhaustive()
     }
 }
 
-impl Toolbox {
+impl Client {
     /// The toolbox of `sandbox` under `toolbox_url` (a region's
     /// `toolboxProxyUrl`, e.g. `https://proxy.app.daytona.io/toolbox`),
     /// authenticated with `api_key`.
@@ -164,8 +90,8 @@ impl Toolbox {
             .https_or_http()
             .enable_http1()
             .build();
-        let client = Client::builder(TokioExecutor::new()).build(https);
-        Ok(Toolbox {
+        let client = HttpClient::builder(TokioExecutor::new()).build(https);
+        Ok(Client {
             base: format!("{}/{sandbox}", toolbox_url.trim_end_matches('/')),
             sandbox: sandbox.to_owned(),
             auth,
@@ -178,14 +104,14 @@ impl Toolbox {
     /// `GET {api_url}/sandbox/{id}/toolbox-proxy-url`.
     ///
     /// # Errors
-    /// As [`Toolbox::new`], and as [`ToolboxError`] for the lookup.
+    /// As [`Client::new`], and as [`ToolboxError`] for the lookup.
     pub async fn resolve(
         api_url: &str,
         sandbox: &str,
         api_key: &str,
     ) -> Result<Self, ToolboxError> {
         // A client for the API itself: same key, same TLS.
-        let api = Toolbox::new(api_url, sandbox, api_key)?;
+        let api = Client::new(api_url, sandbox, api_key)?;
         let uri = format!(
             "{}/sandbox/{sandbox}/toolbox-proxy-url",
             api_url.trim_end_matches('/')
@@ -206,7 +132,7 @@ impl Toolbox {
             .ok()
             .and_then(|v| v["url"].as_str().map(str::to_owned))
             .ok_or_else(|| ToolboxError::Malformed("toolbox-proxy-url: no url".into()))?;
-        Toolbox::new(&url, sandbox, api_key)
+        Client::new(&url, sandbox, api_key)
     }
 
     /// Runs `command` (a script for the sandbox's shell; wrap it in
@@ -552,15 +478,6 @@ async fn collect(
     Ok(whole.freeze())
 }
 
-/// `n` bytes as a person reads them (the caps are whole KiB or MiB).
-fn size(n: usize) -> String {
-    match n {
-        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
-        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
-        n => format!("{n} bytes"),
-    }
-}
-
 fn full(s: String) -> Body {
     BoxBody::new(Full::new(Bytes::from(s)).map_err(|never| match never {}))
 }
@@ -631,7 +548,7 @@ mod tests {
     #[tokio::test]
     async fn a_delete_on_a_connection_closed_unanswered_goes_again() {
         let (url, seen) = closes_reused().await;
-        let toolbox = Toolbox::new(&url, "sb", "key").unwrap();
+        let toolbox = Client::new(&url, "sb", "key").unwrap();
         toolbox.remove("/a").await.unwrap();
         toolbox.remove("/b").await.unwrap();
         assert_eq!(methods(&seen), ["DELETE", "DELETE", "DELETE"]);
@@ -640,7 +557,7 @@ mod tests {
     #[tokio::test]
     async fn a_command_is_never_sent_twice() {
         let (url, seen) = closes_reused().await;
-        let toolbox = Toolbox::new(&url, "sb", "key").unwrap();
+        let toolbox = Client::new(&url, "sb", "key").unwrap();
         toolbox.remove("/a").await.unwrap();
         let err = toolbox.execute("true", None, None).await.unwrap_err();
         assert!(

@@ -1,0 +1,116 @@
+//! `sandbox-sync sync-in` and `sync-out`: operations from JSON, through
+//! the component, the result as JSON.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use sandbox_sync_host::provider::{Compress, Direction};
+use sandbox_sync_host::{Runtime, SyncOperation, SyncOptions};
+
+use super::args::{backend_failure, BackendArgs};
+
+#[derive(Debug, Args)]
+pub struct SyncArgs {
+    /// The sandbox-side root every sandbox path must stay under.
+    #[arg(long)]
+    pub(super) remote_dir: String,
+    /// JSON array of operations: a file, or `-` for stdin.
+    #[arg(long)]
+    pub(super) ops: String,
+    #[command(flatten)]
+    pub(super) backend: BackendArgs,
+    /// Load this provider component instead of the embedded one.
+    #[arg(long, value_name = "FILE.wasm")]
+    pub(super) component: Option<PathBuf>,
+    /// Wall-time limit for the sandbox exec.
+    #[arg(long, default_value_t = 300_000)]
+    pub(super) timeout_ms: u64,
+    /// Outbound byte guard: most bytes the sandbox may send.
+    #[arg(long, default_value_t = 8 << 30)]
+    pub(super) max_output_bytes: u64,
+    /// Most archive entries accepted from the sandbox.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(super) max_entries: u64,
+    /// Most bytes of names, link targets and extension records accepted.
+    #[arg(long, default_value_t = 256 << 20)]
+    pub(super) max_metadata_bytes: u64,
+    /// Most stderr bytes kept from the sandbox (more fails the sync).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub(super) max_stderr_bytes: u64,
+    /// With followSymlinks (and for file sources), refuse a link that leads
+    /// out of the mapping's source instead of dereferencing it as `tar -h`.
+    #[arg(long)]
+    pub(super) confine_followed_symlinks: bool,
+    /// Transport compression. `auto` compresses data that samples as
+    /// compressible, except on the local backend.
+    #[arg(long, value_enum, default_value_t = Compress::Auto)]
+    pub(super) compress: Compress,
+    /// Keep target files that are still exactly what the last sync moved
+    /// instead of sending them again, both ways (ARCHITECTURE.md,
+    /// Incremental sync).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub(super) incremental: bool,
+}
+
+fn read_ops(spec: &str) -> anyhow::Result<Vec<SyncOperation>> {
+    let text = if spec == "-" {
+        std::io::read_to_string(std::io::stdin()).context("failed to read --ops from stdin")?
+    } else {
+        std::fs::read_to_string(spec)
+            .with_context(|| format!("failed to read --ops file {spec}"))?
+    };
+    serde_json::from_str(&text).context("--ops is not a JSON array of operations")
+}
+
+pub async fn run(direction: Direction, args: SyncArgs) -> ExitCode {
+    let ops = match read_ops(&args.ops) {
+        Ok(ops) => ops,
+        Err(e) => {
+            eprintln!("error[invalid-request]: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let backend = match args.backend.backend().await {
+        Ok(b) => b,
+        Err(e) => return backend_failure(&e),
+    };
+    let runtime = match Runtime::load(args.component.as_deref()).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error[invalid-request]: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let mut opts = SyncOptions::new(args.remote_dir);
+    opts.timeout = Duration::from_millis(args.timeout_ms);
+    opts.max_output_bytes = args.max_output_bytes;
+    opts.max_entries = args.max_entries;
+    opts.max_metadata_bytes = args.max_metadata_bytes;
+    opts.max_stderr_bytes = args.max_stderr_bytes;
+    opts.confine_followed_symlinks = args.confine_followed_symlinks;
+    opts.compress = args.compress;
+    opts.incremental = args.incremental;
+    let result = runtime.sync(direction, &ops, &opts, backend).await;
+    match result {
+        Ok(outcome) => {
+            tracing::info!(execs = outcome.execs, "sync complete");
+            println!(
+                "{}",
+                serde_json::json!({
+                    "operations": outcome.operations,
+                    "execs": outcome.execs,
+                    "toolboxCalls": outcome.toolbox_calls,
+                    "compression": outcome.compression,
+                })
+            );
+            ExitCode::SUCCESS
+        }
+        Err(failed) => {
+            eprintln!("{}", failed.error);
+            ExitCode::from(1)
+        }
+    }
+}
