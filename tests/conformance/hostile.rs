@@ -265,6 +265,35 @@ fn a_benign_archive_lands(via: Via) {
     );
 }
 
+/// For an incremental sync-out of `c`'s `src` (holding `ok`, "fine") into
+/// the host's `target`: two honest syncs first (the real tar, while the
+/// sandbox holds `honest`), so the second (the target then holds files)
+/// lists and records what landed, and the next keeps `ok`.
+fn kept_by_honest_syncs(
+    c: &Case,
+) -> (
+    PathBuf,
+    [SyncOperation; 1],
+    SyncOptions,
+    std::sync::Arc<LocalBackend>,
+) {
+    let listed = c.base.join("workspace/src/ok");
+    std::fs::write(&listed, b"fine").unwrap();
+    std::os::unix::fs::lchown(&listed, Some(SANDBOX_UID), Some(SANDBOX_UID)).unwrap();
+    let target = c.host.join("target");
+    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
+    opts.incremental = true;
+    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
+    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
+    std::fs::write(c.base.join("honest"), b"").unwrap();
+    settle();
+    for _ in 0..2 {
+        block_on(runtime().sync_out(&ops, &opts, backend.clone())).expect("an honest sync-out");
+    }
+    std::fs::remove_file(c.base.join("honest")).unwrap();
+    (target, ops, opts, backend)
+}
+
 /// Incremental sync-out: a sandbox whose `tar` ignores the keep list and
 /// sends a file the host kept anyway is refused (the file would land
 /// twice), and the target is left as it was.
@@ -275,22 +304,7 @@ fn a_kept_file_sent_anyway_is_refused() {
     }
     let archive = hostile::end(hostile::file(b"ok", b"sandbox bytes"));
     let c = case(9998, &archive);
-    let listed = c.base.join("workspace/src/ok");
-    std::fs::write(&listed, b"fine").unwrap();
-    std::os::unix::fs::lchown(&listed, Some(SANDBOX_UID), Some(SANDBOX_UID)).unwrap();
-    let target = c.host.join("target");
-    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
-    opts.incremental = true;
-    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
-    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
-    // Honest syncs first: the second (the target then holds files) lists
-    // and records what landed.
-    std::fs::write(c.base.join("honest"), b"").unwrap();
-    settle();
-    for _ in 0..2 {
-        block_on(runtime().sync_out(&ops, &opts, backend.clone())).expect("an honest sync-out");
-    }
-    std::fs::remove_file(c.base.join("honest")).unwrap();
+    let (target, ops, opts, backend) = kept_by_honest_syncs(&c);
     let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
     assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
     assert!(err.error.to_string().contains("ok"), "{}", err.error);
@@ -319,20 +333,7 @@ fn a_kept_file_swapped_for_a_symlink_fails_loud() {
     }
     let archive = hostile::end(hostile::file(b"ok", b"unused"));
     let c = case(9996, &archive);
-    let listed = c.base.join("workspace/src/ok");
-    std::fs::write(&listed, b"fine").unwrap();
-    std::os::unix::fs::lchown(&listed, Some(SANDBOX_UID), Some(SANDBOX_UID)).unwrap();
-    let target = c.host.join("target");
-    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
-    opts.incremental = true;
-    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
-    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
-    std::fs::write(c.base.join("honest"), b"").unwrap();
-    settle();
-    for _ in 0..2 {
-        block_on(runtime().sync_out(&ops, &opts, backend.clone())).expect("an honest sync-out");
-    }
-    std::fs::remove_file(c.base.join("honest")).unwrap();
+    let (target, ops, opts, backend) = kept_by_honest_syncs(&c);
     // The real tar, a second late: the host swaps the file meanwhile.
     std::fs::write(c.base.join("slow"), b"").unwrap();
     let swap = {
