@@ -67,12 +67,15 @@ bench *args:
     cargo build --release --locked -p sandbox-sync-host -p sandbox-sync-tests
     target/release/sandbox-sync-bench --bin target/release/sandbox-sync {{args}}
 
-# Formatting, clippy (host crates and the guest) and the sandbox programs'
-# shell parts: syntax under dash and BusyBox sh, and shellcheck. (SC2154: the
-# parts share variables across files; SC2015: `a && b || die` is meant.)
+# Formatting, clippy (host crates and the guest), the shell the host sends
+# (the programs' parts, the doctor and cp probes): syntax under dash and
+# BusyBox sh, and shellcheck (SC2154: the parts share variables across
+# files; SC2015: `a && b || die` is meant); and the Node package's syntax
+# (its types are checked by `npm test`).
 lint:
-    for f in guest/core/src/script/*.sh; do sh -n "$f" && busybox sh -n "$f"; done
-    shellcheck -s sh -e SC2154,SC2015 guest/core/src/script/*.sh
+    for f in guest/core/src/script/*.sh host-shim/src/doctor/*.sh host-shim/src/cli/cp/*.sh; do sh -n "$f" && busybox sh -n "$f"; done
+    shellcheck -s sh -e SC2154,SC2015 guest/core/src/script/*.sh host-shim/src/doctor/*.sh host-shim/src/cli/cp/*.sh
+    for f in js/src/*.js js/src/worker/*.js js/paperclip/*.js js/scripts/*.mjs js/test/*.js js/test/support/*.js; do node --check "$f"; done
     cargo fmt --all --check
     cargo clippy --locked --all-targets -- -D warnings
     cargo clippy --locked -p sandbox-sync-driver -p sandbox-sync-component -p sandbox-sync-base64-fallback --target wasm32-wasip2 -- -D warnings

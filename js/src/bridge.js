@@ -4,11 +4,9 @@
 
 import { Readable, Writable } from 'node:stream';
 import { MessageChannel, Worker } from 'node:worker_threads';
-import { WINDOW } from './worker/exec.js';
+import { MSG, STDOUT_BATCH, WINDOW } from './protocol.js';
 
 const WORKER = new URL('./worker/main.js', import.meta.url);
-/** Most stdout bytes gathered into one message to the worker. */
-const STDOUT_BATCH = 1 << 20;
 /** Largest chunk handed to the caller's stdin. */
 const STDIN_PIECE = 128 << 10;
 
@@ -44,7 +42,7 @@ class Execution {
       write: (chunk, _enc, done) => this.forward(chunk, done),
       final: (done) => {
         this.flushStdout();
-        this.post({ type: 'stdout-end' });
+        this.post({ type: MSG.STDOUT_END });
         done();
       },
     });
@@ -82,29 +80,29 @@ class Execution {
   /** From the worker. */
   deliver(m) {
     switch (m.type) {
-      case 'stdin': {
+      case MSG.STDIN: {
         const chunk = Buffer.from(m.chunk.buffer, m.chunk.byteOffset, m.chunk.length);
         // An exec may send each chunk as one message (client-node: one
         // WebSocket frame), so keep chunks to a size any server takes.
         let ok = true;
         for (let at = 0; at < chunk.length; at += STDIN_PIECE) ok = this.stdin.push(chunk.subarray(at, at + STDIN_PIECE));
-        if (ok) this.post({ type: 'stdin-ack', bytes: chunk.length });
+        if (ok) this.post({ type: MSG.STDIN_ACK, bytes: chunk.length });
         else this.stdinAcks += chunk.length;
         break;
       }
-      case 'stdin-end':
+      case MSG.STDIN_END:
         this.stdin.push(null);
         break;
-      case 'stdout-ack':
+      case MSG.STDOUT_ACK:
         this.stdoutOut -= m.bytes;
         if (this.stdoutOut < WINDOW) this.releaseStdout();
         break;
-      case 'finishing':
+      case MSG.FINISHING:
         // The component reads no more: drop the rest, as a closed pipe would.
         this.discard = true;
         this.releaseStdout();
         break;
-      case 'abort':
+      case MSG.ABORT:
         this.abort();
         break;
     }
@@ -133,7 +131,7 @@ class Execution {
 
   ackStdin() {
     if (this.stdinAcks > 0) {
-      this.post({ type: 'stdin-ack', bytes: this.stdinAcks });
+      this.post({ type: MSG.STDIN_ACK, bytes: this.stdinAcks });
       this.stdinAcks = 0;
     }
   }
@@ -162,7 +160,7 @@ class Execution {
     }
     this.batch = [];
     this.batchBytes = 0;
-    this.post({ type: 'stdout', chunk: joined }, [joined.buffer]);
+    this.post({ type: MSG.STDOUT, chunk: joined }, [joined.buffer]);
   }
 
   /** Stops feeding and reading; the caller's exec sees its streams fail. */
@@ -176,7 +174,7 @@ class Execution {
   exit(status) {
     this.flushStdout();
     // Whatever the caller wrote to stdout before it settled is ahead of this.
-    this.post({ type: 'exit', ...status });
+    this.post({ type: MSG.EXIT, ...status });
     this.over = true;
     this.worker.execs.delete(this.id);
     this.stdin.destroy();
@@ -220,17 +218,17 @@ export class ProviderWorker {
 
   onMessage(m) {
     switch (m.type) {
-      case 'ready':
+      case MSG.READY:
         this.onReady();
         break;
-      case 'exec':
+      case MSG.EXEC:
         this.execs.set(m.id, new Execution(this, m, this.exec));
         break;
-      case 'scratch':
+      case MSG.SCRATCH:
         this.call?.scratch.push(m);
         break;
-      case 'done':
-      case 'described':
+      case MSG.DONE:
+      case MSG.DESCRIBED:
         this.call?.resolve(m);
         break;
       default:

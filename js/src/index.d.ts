@@ -42,7 +42,9 @@ export interface SyncInput {
   maxEntries?: number;
   /** Most bytes of names, link targets and extension records accepted (default 256 MiB). */
   maxMetadataBytes?: number;
-  /** Transport compression (default 'auto'; sync-in compresses only with gzip, and only when `stdinEnds`). */
+  /** Transport compression (default 'auto'; sync-in compresses only with gzip, and only when `stdinEnds`); the Rust host's name for it. */
+  compress?: 'auto' | 'gzip' | 'zstd' | 'none';
+  /** The same as `compress` (which wins when both are given). */
   compression?: 'auto' | 'gzip' | 'zstd' | 'none';
   /** Keep target files that already match instead of sending them again (default true). */
   incremental?: boolean;

@@ -11,8 +11,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ProviderWorker } from './bridge.js';
-import { removeScratch } from './worker/hostfs.js';
 import { DEFAULTS, SandboxSyncError, grantsFor, removeCreated, toRequest, toResult } from './request.js';
+import { MSG } from './protocol.js';
+import { removeScratch } from './scratch.js';
 
 export { SandboxSyncError };
 export { assertConfinedSandboxPath } from './confine.js';
@@ -25,7 +26,7 @@ export const BUILTIN = {
   'base64-fallback': join(PACKAGE, 'components', 'base64-fallback'),
 };
 /** The WIT this host implements; a component must match its major.minor. */
-export const WIT_VERSION = '0.2.4';
+export const WIT_VERSION = '0.2.5';
 const REQUIRED_CAPABILITIES = ['sync-in', 'sync-out'];
 /** Past the call's timeout, how long the component may take to report. */
 const HOST_GRACE_MS = 1500;
@@ -139,7 +140,7 @@ class Provider {
       const grants = grantsFor(direction, request, input, created);
       const timeoutMs = Number(request.limits.timeoutMs);
       const settings = {
-        compression: compression(direction, input.compression),
+        compression: compression(direction, input.compress ?? input.compression),
         incremental: input.incremental ?? true,
         // The caller's exec is a pod's or a remote sandbox's.
         remote: input.remote ?? true,
@@ -161,7 +162,7 @@ class Provider {
     const scratch = [];
     let done;
     try {
-      done = await w.run({ type: 'call', direction, request, grants, settings }, input.exec, timeoutMs + HOST_GRACE_MS, scratch);
+      done = await w.run({ type: MSG.CALL, direction, request, grants, settings }, input.exec, timeoutMs + HOST_GRACE_MS, scratch);
     } catch (e) {
       if (e?.timedOut) {
         throw new SandboxSyncError('limit-exceeded', `the sync did not finish within ${timeoutMs + HOST_GRACE_MS} ms`);
@@ -232,7 +233,7 @@ async function load(which) {
   }
   const w = new ProviderWorker(dir);
   await w.ready;
-  const m = await w.run({ type: 'describe' }, null, 30_000, []);
+  const m = await w.run({ type: MSG.DESCRIBE }, null, 30_000, []);
   if (m.trap) throw new SandboxSyncError('transport', `provider at ${which} failed to start: ${m.trap}`);
   const info = m.info;
   const majorMinor = (v) => v.split('.').slice(0, 2).join('.');

@@ -11,7 +11,7 @@ export const DEFAULTS = {
   maxMetadataBytes: 256 << 20,
 };
 
-const KINDS = new Set([
+export const KINDS = new Set([
   'invalid-request',
   'confinement',
   'unsafe-archive',

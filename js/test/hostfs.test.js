@@ -9,7 +9,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, test } from 'node:test';
 
-import { GrantedDir, removeScratch } from '../src/worker/hostfs.js';
+import { GrantedDir } from '../src/worker/hostfs.js';
+import { removeScratch } from '../src/scratch.js';
 import { InputStream } from '../src/worker/streams.js';
 
 let root; // temp dir holding `grant` and `outside`

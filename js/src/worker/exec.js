@@ -12,12 +12,11 @@
 
 import { closeSync, fstatSync, readSync } from 'node:fs';
 import { Gzip } from 'fflate';
+import { MSG, WINDOW } from '../protocol.js';
 import { send, on, off, wait, poll } from './channel.js';
 import { Decoder, take } from './decode.js';
 import { InputStream, OutputStream } from './streams.js';
 
-/** Unacknowledged bytes allowed in flight each way. */
-export const WINDOW = 4 << 20;
 /** Past its timeout, how long an exec may take to report before we stop waiting. */
 const GRACE_MS = 5000;
 /** How long finish waits for an aborted exec to report. */
@@ -55,17 +54,15 @@ class Exec {
     this.deadline = Math.min(settings.deadline, Date.now() + Number(options.timeoutMs) + GRACE_MS);
     this.raw = []; // stdout chunks received, not yet read
     this.rawEnded = false;
-    this.rawError = null;
     this.unacked = 0; // stdout bytes read but not yet acknowledged
     this.inFlight = 0; // stdin bytes sent but not yet acknowledged
-    this.stdinError = null;
     this.exit = null;
     this.aborted = false;
     this.encoder = null;
     this.decoder = null;
     on(this.id, (m) => this.deliver(m));
     send({
-      type: 'exec',
+      type: MSG.EXEC,
       id: this.id,
       argv: [...argv],
       timeoutMs: Number(options.timeoutMs),
@@ -75,22 +72,16 @@ class Exec {
 
   deliver(m) {
     switch (m.type) {
-      case 'stdout':
+      case MSG.STDOUT:
         this.raw.push(m.chunk);
         break;
-      case 'stdout-end':
+      case MSG.STDOUT_END:
         this.rawEnded = true;
         break;
-      case 'stdout-error':
-        this.rawError = new Error(m.message);
-        break;
-      case 'stdin-ack':
+      case MSG.STDIN_ACK:
         this.inFlight -= m.bytes;
         break;
-      case 'stdin-error':
-        this.stdinError = new Error(m.message);
-        break;
-      case 'exit':
+      case MSG.EXIT:
         this.exit = m;
         break;
     }
@@ -114,7 +105,6 @@ class Exec {
   // -- stdin ----------------------------------------------------------------
 
   stdinFailure() {
-    if (this.stdinError) return this.stdinError;
     if (this.exit) return new Error('the sandbox process has exited');
     if (this.aborted) return new Error('the execution was aborted');
     return null;
@@ -132,7 +122,7 @@ class Exec {
     // Our own copy: the caller's view may be wasm memory.
     const chunk = bytes.slice();
     this.inFlight += chunk.length;
-    send({ type: 'stdin', id: this.id, chunk }, [chunk.buffer]);
+    send({ type: MSG.STDIN, id: this.id, chunk }, [chunk.buffer]);
   }
 
   writeStdin(bytes) {
@@ -160,7 +150,7 @@ class Exec {
   }
 
   closeStdin() {
-    send({ type: 'stdin-end', id: this.id });
+    send({ type: MSG.STDIN_END, id: this.id });
   }
 
   compressStdin(codec) {
@@ -199,7 +189,6 @@ class Exec {
         this.ack(chunk.length);
         return chunk;
       }
-      if (this.rawError) throw this.rawError;
       if (this.rawEnded || this.exit || this.aborted) return null;
       if (!blocking) return new Uint8Array(0);
       this.blockOrFail();
@@ -209,7 +198,7 @@ class Exec {
   ack(bytes) {
     this.unacked += bytes;
     if (this.unacked >= WINDOW / 4 || this.raw.length === 0) {
-      send({ type: 'stdout-ack', id: this.id, bytes: this.unacked });
+      send({ type: MSG.STDOUT_ACK, id: this.id, bytes: this.unacked });
       this.unacked = 0;
     }
   }
@@ -230,7 +219,7 @@ class Exec {
   stdoutReady() {
     poll();
     if (this.decoder?.ready()) return true;
-    return this.raw.length > 0 || this.rawEnded || this.rawError !== null || this.exit !== null || this.aborted;
+    return this.raw.length > 0 || this.rawEnded || this.exit !== null || this.aborted;
   }
 
   decompressStdout(codec, maxWire) {
@@ -244,13 +233,13 @@ class Exec {
     if (this.aborted || this.exit) return;
     this.aborted = true;
     this.deadline = Math.min(this.deadline, Date.now() + ABORT_GRACE_MS);
-    send({ type: 'abort', id: this.id });
+    send({ type: MSG.ABORT, id: this.id });
   }
 
   finish() {
     if (!this.finishing) {
       this.finishing = true;
-      send({ type: 'finishing', id: this.id });
+      send({ type: MSG.FINISHING, id: this.id });
     }
     for (;;) {
       poll();

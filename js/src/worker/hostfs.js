@@ -38,21 +38,17 @@ import {
   readlinkSync,
   readSync,
   renameSync,
-  rmdirSync,
-  statSync,
   symlinkSync,
-  unlinkSync,
   writeSync,
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { getSystemErrorMap } from 'node:util';
 
+import { O_PATH, at, checkProcFd, components, fsError, notPermitted, openDir, removeEntry, walk } from '../beneath.js';
 import { SCRATCH_PREFIX } from '../confine.js';
 import { InputStream, OutputStream } from './streams.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
-/** Linux's O_PATH, missing from fs.constants (this value on x86, arm, riscv, ppc, s390). */
-const O_PATH = 0o10000000;
 
 /** Most bytes `write-file` takes from the sandbox's stream per read. */
 const WRITE_CHUNK = 1n << 20n;
@@ -63,8 +59,6 @@ const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 // ---- errors ----------------------------------------------------------------
 
-const fsError = (tag, val) => ({ tag, val });
-const notPermitted = (val) => fsError('not-permitted', val);
 
 /** fs-error tags by errno code, as the Rust shim's `fs_error` maps them; others are `io`. */
 const TAGS = {
@@ -90,77 +84,6 @@ function guarded(path, fn) {
 }
 
 // ---- paths -----------------------------------------------------------------
-
-/** `/proc/self/fd/<fd>`, or its entry `name` (a string, or raw bytes from a listing). */
-function at(fd, name) {
-  const dir = `/proc/self/fd/${fd}`;
-  if (name === undefined) return dir;
-  return typeof name === 'string' ? `${dir}/${name}` : Buffer.concat([Buffer.from(`${dir}/`), name]);
-}
-
-/** The components of a clean relative path (`is_clean_relative`); none for the grant itself. */
-function components(path) {
-  if (path === '' || path === '.') return [];
-  const names = path.split('/');
-  if (names.some((c) => c === '' || c === '.' || c === '..' || c.includes('\0'))) {
-    throw notPermitted(`${JSON.stringify(path)} is not a clean relative path`);
-  }
-  return names;
-}
-
-/** Opens directory `name` of directory fd `dir`, never through a symlink. */
-function openDir(dir, name, path, how = O_PATH) {
-  try {
-    return openSync(at(dir, name), how | O_DIRECTORY | O_NOFOLLOW);
-  } catch (e) {
-    // With O_DIRECTORY, O_NOFOLLOW reports a symlink as ENOTDIR.
-    if (e.code === 'ENOTDIR' && lstatSync(at(dir, name), { throwIfNoEntry: false })?.isSymbolicLink()) {
-      throw notPermitted(`${path}: ${name} is a symlink, not followed beneath the grant`);
-    }
-    throw e;
-  }
-}
-
-/** Throws unless /proc/self/fd resolves `fd` to its own file: the confinement rests on it. */
-function checkProcFd(fd) {
-  const st = fstatSync(fd);
-  const via = statSync(at(fd), { throwIfNoEntry: false });
-  if (via?.dev !== st.dev || via.ino !== st.ino) {
-    throw new Error('host-fs needs /proc/self/fd (Linux, /proc mounted) to confine paths');
-  }
-}
-
-/**
- * The directory `names` lead to from directory fd `root`, each opened without
- * following a symlink: `root` itself for none, else an fd the caller closes.
- */
-function walk(root, names, path) {
-  let dir = root;
-  for (const name of names) {
-    const parent = dir;
-    try {
-      dir = openDir(parent, name, path);
-    } finally {
-      if (parent !== root) closeSync(parent);
-    }
-  }
-  return dir;
-}
-
-/** Removes entry `name` of directory fd `dir`: a file, a symlink or a whole tree, never following a symlink. */
-function removeEntry(dir, name, path) {
-  if (!lstatSync(at(dir, name)).isDirectory()) {
-    unlinkSync(at(dir, name));
-    return;
-  }
-  const fd = openDir(dir, name, path);
-  try {
-    for (const child of readdirSync(at(fd), { encoding: 'buffer' })) removeEntry(fd, child, path);
-  } finally {
-    closeSync(fd);
-  }
-  rmdirSync(at(dir, name));
-}
 
 /** A name of ours beside a grant, unique across processes and worker threads. */
 const hostScratchName = (what) => `${SCRATCH_PREFIX}-${what}-${process.pid}-${randomBytes(6).toString('hex')}`;
@@ -692,33 +615,3 @@ export class GrantedDir {
   }
 }
 
-/**
- * Removes the scratch entries `[{name, dev, ino}]` a component created at the
- * top of the grant `grantPath`, each only if it is still the very entry
- * created (same device and inode): a whole tree for a directory, never
- * following a symlink. For the host's main thread when a call ends, whatever
- * ended it (the worker may be gone). Returns the failures' messages.
- */
-export function removeScratch(grantPath, entries) {
-  const failures = [];
-  let fd;
-  try {
-    fd = openSync(grantPath, O_PATH | O_DIRECTORY);
-  } catch (e) {
-    return e.code === 'ENOENT' ? [] : [`${grantPath}: ${e.message}`];
-  }
-  try {
-    for (const { name, dev, ino } of entries) {
-      if (typeof name !== 'string' || name.includes('/') || !name.startsWith(SCRATCH_PREFIX)) continue;
-      try {
-        const st = lstatSync(at(fd, name), { bigint: true, throwIfNoEntry: false });
-        if (st?.dev === BigInt(dev) && st.ino === BigInt(ino)) removeEntry(fd, name, name);
-      } catch (e) {
-        failures.push(`could not remove scratch ${join(grantPath, name)}: ${e.val ?? e.message}`);
-      }
-    }
-  } finally {
-    closeSync(fd);
-  }
-  return failures;
-}

@@ -16,6 +16,7 @@ import { GrantedDir } from './hostfs.js';
 import { GUEST_MEMORY_BYTES, capMemory } from './memory-cap.js';
 import { recordStore } from './records.js';
 import { clearDiagnostics, failedAllocation, wasiImports } from './wasi.js';
+import { MSG } from '../protocol.js';
 
 const { componentDir, port, doorbell } = workerData;
 connect(port, doorbell);
@@ -128,7 +129,7 @@ function call({ direction, request, grants, settings }) {
       dirs.push(
         new GrantedDir({
           ...g,
-          onScratch: (name, dev, ino) => send({ type: 'scratch', grant, name, dev, ino }),
+          onScratch: (name, dev, ino) => send({ type: MSG.SCRATCH, grant, name, dev, ino }),
         }),
       );
     });
@@ -144,18 +145,18 @@ function call({ direction, request, grants, settings }) {
   }
   const heap = getHeapStatistics();
   const retire = memoryBytes() > RETIRE_MEMORY_BYTES || heap.total_heap_size + heap.external_memory > RETIRE_HEAP_BYTES;
-  send({ type: 'done', ...done, retire });
+  send({ type: MSG.DONE, ...done, retire });
 }
 
 parentPort.on('message', (m) => {
-  if (m.type === 'call') call(m);
-  else if (m.type === 'describe') {
+  if (m.type === MSG.CALL) call(m);
+  else if (m.type === MSG.DESCRIBE) {
     try {
-      send({ type: 'described', info: describe() });
+      send({ type: MSG.DESCRIBED, info: describe() });
     } catch (e) {
       current = null;
-      send({ type: 'described', trap: String(e?.stack ?? e) });
+      send({ type: MSG.DESCRIBED, trap: String(e?.stack ?? e) });
     }
   }
 });
-send({ type: 'ready' });
+send({ type: MSG.READY });
