@@ -42,111 +42,23 @@ import {
   writeSync,
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
-import { getSystemErrorMap } from 'node:util';
 
 import { O_PATH, at, checkProcFd, components, fsError, notPermitted, openDir, removeEntry, walk } from '../beneath.js';
 import { SCRATCH_PREFIX } from '../confine.js';
+import { guarded } from './hostfs-errors.js';
+import { decode, entryChange, entryTimes, kindOf, metadata, split, toTime } from './hostfs-metadata.js';
 import { InputStream, OutputStream } from './streams.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
 
 /** Most bytes `write-file` takes from the sandbox's stream per read. */
 const WRITE_CHUNK = 1n << 20n;
-const NS = 1_000_000_000n;
 const BIG = { bigint: true };
-const ERRNO = getSystemErrorMap();
-const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
-
-// ---- errors ----------------------------------------------------------------
-
-
-/** fs-error tags by errno code, as the Rust shim's `fs_error` maps them; others are `io`. */
-const TAGS = {
-  ENOENT: 'not-found',
-  EEXIST: 'already-exists',
-  EACCES: 'not-permitted',
-  EPERM: 'not-permitted',
-  EXDEV: 'not-permitted',
-  ENOSPC: 'no-space',
-};
-
-const isFsError = (e) => typeof e === 'object' && e !== null && !(e instanceof Error) && typeof e.tag === 'string';
-
-/** Runs `fn`, turning anything it throws into an fs-error about `path`. */
-function guarded(path, fn) {
-  try {
-    return fn();
-  } catch (e) {
-    if (isFsError(e)) throw e;
-    const what = ERRNO.get(e?.errno)?.[1] ?? e?.message ?? String(e);
-    throw fsError(TAGS[e?.code] ?? 'io', `${path}: ${what}`);
-  }
-}
 
 // ---- paths -----------------------------------------------------------------
 
 /** A name of ours beside a grant, unique across processes and worker threads. */
 const hostScratchName = (what) => `${SCRATCH_PREFIX}-${what}-${process.pid}-${randomBytes(6).toString('hex')}`;
-
-// ---- metadata --------------------------------------------------------------
-
-/** `bytes` as a string (WIT names are UTF-8), else invalid-name with `message(shown)`. */
-function decode(bytes, message) {
-  try {
-    return UTF8.decode(bytes);
-  } catch {
-    throw fsError('invalid-name', message(JSON.stringify(bytes.toString())));
-  }
-}
-
-/** Whole seconds (floored, for times before 1970) and nanoseconds of a time in ns. */
-function split(ns) {
-  const nsec = ((ns % NS) + NS) % NS;
-  return [(ns - nsec) / NS, Number(nsec)];
-}
-
-/**
- * A time for Node's utimes: seconds as a double, so about 0.25 µs precision
- * for today's dates (Node takes a negative one as "now": clamped to 0, as in
- * the Rust shim).
- */
-const toTime = (sec, nsec) => Number(sec < 0n ? 0n : sec) + Math.min(nsec, 999_999_999) / 1e9;
-
-function kindOf(st) {
-  if (st.isSymbolicLink()) return 'symlink';
-  if (st.isDirectory()) return 'directory';
-  return st.isFile() ? 'file' : 'other';
-}
-
-function metadata(st, linkTarget) {
-  const [mtimeSec, mtimeNsec] = split(st.mtimeNs);
-  return {
-    kind: kindOf(st),
-    size: st.size,
-    mode: Number(st.mode & 0o7777n),
-    mtimeSec,
-    mtimeNsec,
-    device: st.dev,
-    inode: st.ino,
-    linkTarget,
-  };
-}
-
-/** The dir-entry-change of entry `name` of directory fd `dir`, named `shown`. */
-function entryChange(dir, name, shown) {
-  const st = lstatSync(at(dir, name), BIG);
-  const target = st.isSymbolicLink()
-    ? decode(readlinkSync(at(dir, name), { encoding: 'buffer' }), (t) => `link target ${t} is not UTF-8`)
-    : undefined;
-  const [ctimeSec, ctimeNsec] = split(st.ctimeNs);
-  return { name: shown, metadata: metadata(st, target), ctimeSec, ctimeNsec };
-}
-
-/** The dir-entry-times of entry `name` of directory fd `dir`, named `shown`. */
-function entryTimes(dir, name, shown) {
-  const { ctimeNsec, ...times } = entryChange(dir, name, shown);
-  return times;
-}
 
 // ---- streams ---------------------------------------------------------------
 

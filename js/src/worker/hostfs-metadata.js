@@ -1,0 +1,67 @@
+// host-fs metadata as WIT's `metadata`, `dir-entry-times` and
+// `dir-entry-change` records, from bigint lstat.
+
+import { lstatSync, readlinkSync } from 'node:fs';
+
+import { at, fsError } from '../beneath.js';
+
+const NS = 1_000_000_000n;
+const BIG = { bigint: true };
+const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+/** `bytes` as a string (WIT names are UTF-8), else invalid-name with `message(shown)`. */
+export function decode(bytes, message) {
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    throw fsError('invalid-name', message(JSON.stringify(bytes.toString())));
+  }
+}
+
+/** Whole seconds (floored, for times before 1970) and nanoseconds of a time in ns. */
+export function split(ns) {
+  const nsec = ((ns % NS) + NS) % NS;
+  return [(ns - nsec) / NS, Number(nsec)];
+}
+
+/**
+ * A time for Node's utimes: seconds as a double, so about 0.25 µs precision
+ * for today's dates (Node takes a negative one as "now": clamped to 0, as in
+ * the Rust shim).
+ */
+export const toTime = (sec, nsec) => Number(sec < 0n ? 0n : sec) + Math.min(nsec, 999_999_999) / 1e9;
+
+export function kindOf(st) {
+  if (st.isSymbolicLink()) return 'symlink';
+  if (st.isDirectory()) return 'directory';
+  return st.isFile() ? 'file' : 'other';
+}
+
+export function metadata(st, linkTarget) {
+  const [mtimeSec, mtimeNsec] = split(st.mtimeNs);
+  return {
+    kind: kindOf(st),
+    size: st.size,
+    mode: Number(st.mode & 0o7777n),
+    mtimeSec,
+    mtimeNsec,
+    device: st.dev,
+    inode: st.ino,
+    linkTarget,
+  };
+}
+
+/** The dir-entry-change of entry `name` of directory fd `dir`, named `shown`. */
+export function entryChange(dir, name, shown) {
+  const st = lstatSync(at(dir, name), BIG);
+  const target = st.isSymbolicLink()
+    ? decode(readlinkSync(at(dir, name), { encoding: 'buffer' }), (t) => `link target ${t} is not UTF-8`)
+    : undefined;
+  const [ctimeSec, ctimeNsec] = split(st.ctimeNs);
+  return { name: shown, metadata: metadata(st, target), ctimeSec, ctimeNsec };
+}
+
+/** The dir-entry-times of entry `name` of directory fd `dir`, named `shown`. */
+export function entryTimes(dir, name, shown) {
+  const { ctimeNsec, ...times } = entryChange(dir, name, shown);
+  return times;
+}
