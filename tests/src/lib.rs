@@ -672,6 +672,13 @@ impl Sandbox {
 
     /// Every `.paperclip-upload*` name under the sandbox base and the host work dir.
     pub fn scratch_left(&self) -> Vec<PathBuf> {
+        // A kubelet does not kill an exec's process when its stream goes
+        // (an aborted call's program runs on until its input ends, and its
+        // trap removes its scratch): what is left is what remains once every
+        // process the call started has ended.
+        if let Some(server) = &self.server {
+            server.wait_for_no_live_processes(std::time::Duration::from_secs(20));
+        }
         let mut found = Vec::new();
         let sandbox_base = self
             .on_host(&self.remote)
