@@ -118,7 +118,7 @@ pub fn prepare<'a>(
                     Excluder::new(&m.exclude)?;
                     let list = incremental && (remote || holds_files(targets[k], &m.target_path)?);
                     if list {
-                        script.list_dir(k, &source)?;
+                        script.list_dir(k, &source, m.follow_symlinks)?;
                         listed.push(k);
                         facts.insert(k, keep::load_facts(m));
                     }

@@ -279,7 +279,7 @@ mod tests {
         let inbound = i.finish(true, "tok").unwrap();
         let mut o = OutboundScript::new("/w", 5000, sc);
         o.zip_listings();
-        o.list_dir(0, "/w/a").unwrap();
+        o.list_dir(0, "/w/a", false).unwrap();
         o.list_file(1, "/w/f").unwrap();
         o.dir(0, 0, "/w/a", true, &["*.o".to_owned()], Some(0))
             .unwrap();

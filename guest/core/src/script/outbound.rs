@@ -51,12 +51,18 @@ impl OutboundScript {
     /// regular files as a [`Marker::Listing`]; once every listing is out it
     /// reads the host's answer for each, in order: a line with a length,
     /// then that many bytes of relative names, one a line, which its
-    /// archive then leaves out (see [`Self::dir`]).
+    /// archive then leaves out (see [`Self::dir`]). `follow` is the
+    /// mapping's: a tar without `-X` (BusyBox) lists nothing then.
     ///
     /// # Errors
     /// When the source cannot be quoted (NUL).
-    pub fn list_dir(&mut self, k: usize, source: &str) -> Result<(), Error> {
-        let _ = writeln!(self.listing, "_ss_olist {k} {}", sh_quote(source)?);
+    pub fn list_dir(&mut self, k: usize, source: &str, follow: bool) -> Result<(), Error> {
+        let _ = writeln!(
+            self.listing,
+            "_ss_olist {k} {} {}",
+            sh_quote(source)?,
+            u8::from(follow)
+        );
         let _ = writeln!(self.answer, "_ss_okeep {k}");
         Ok(())
     }

@@ -2,19 +2,35 @@ _ss_mark() { printf '%-511s\n' "$_ss_TAG $1"; }
 # The directory mapping whose keep list the next _ss_odir excludes.
 _ss_kf=
 # Incremental: frames the regular files of source $2 (directory mapping
-# $1) as one listing (a "list <k> <bytes> <probe>" marker, the
-# "<identity> ./path" lines of _ss_files, zeros to a whole block), the
-# probe being the filesystem's clock read before any file was listed
-# ("<device> <ctime>", or "-"): the host keeps a record of what landed
-# only for files whose identity lies before it. Where the files cannot be
-# kept (that takes GNU tar's -X, and a head that reads exactly the host's
-# answer) the listing is empty.
+# $1, symlinks followed where $3 is 1) as one listing (a "list <k> <bytes>
+# <probe>" marker, the "<identity> ./path" lines of _ss_files, zeros to a
+# whole block), the probe being the filesystem's clock read before any
+# file was listed ("<device> <ctime>", or "-"): the host keeps a record of
+# what landed only for files whose identity lies before it. Where the
+# files cannot be kept (see _ss_okeepable and _ss_argable) the listing is
+# empty.
 _ss_olist() {
   : >"$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot create the listing'
-  if [ "$_ss_ikeep" = 1 ] && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
+  if [ "$_ss_ikeep" = 1 ] && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r" \
+    && _ss_argable "$_ss_r" "${3:-0}"; then
     _ss_files "$_ss_r" >"$_ss_S/l$1"
   fi
   _ss_oframe "$1"
+}
+# Where tar has no -X (BusyBox), the archive names its members, all but
+# the kept files, as the arguments of one tar (_ss_onamed): that takes
+# symlinks not followed ($2 = 0), no name with a newline under source $1,
+# and names that fit one command line (ARG_MAX is 2 MiB in a pod: at most
+# 1.5 MB of names and pointers, about 25,000 entries). A bigger tree is
+# sent whole.
+_ss_argable() {
+  [ "$_ss_gnutar" = 1 ] && return 0
+  [ "$2" = 0 ] || return 1
+  _ss_x=$(cd -P "$1" && find . -name "*$_ss_nl*" 2>/dev/null | head -c 1; echo x) || return 1
+  [ "$_ss_x" = x ] || return 1
+  _ss_x=$( (cd -P "$1" && find . ! -name . \( -path "./$_ss_reserved*" -prune -o -print \) 2>/dev/null) \
+    | LC_ALL=C awk '{ n += length($0) + 7 } END { print n + 0 }') || return 1
+  [ "$((_ss_x))" -le 1500000 ]
 }
 # The same for the regular file $2 of file mapping $1: one line, "./f".
 _ss_olistf() {
@@ -25,13 +41,28 @@ _ss_olistf() {
   _ss_oframe "$1"
 }
 # Whether this sandbox can leave kept files out of its archive (GNU tar's
-# -X, a head that reads exactly the host's answer, find and stat for the
+# -X, or BusyBox tar given its members with awk, tr and xargs; a way to
+# read exactly the host's answer, see _ss_readn; find and stat for the
 # listing), and the filesystem's clock before any listing.
 _ss_okeepable() {
-  _ss_ikeep=0
-  [ "$_ss_gnutar" = 0 ] || case $(head --version 2>/dev/null) in *GNU*) _ss_ikeep=1 ;; esac
+  _ss_ikeep=0; _ss_ghead=0
+  case $(head --version 2>/dev/null) in *GNU*) _ss_ghead=1 ;; esac
+  if [ "$_ss_ghead" = 1 ] || [ "$(printf x | dd bs=1 count=1 iflag=fullblock 2>/dev/null)" = x ]; then
+    _ss_ikeep=1
+  fi
   _ss_have find stat || _ss_ikeep=0
+  [ "$_ss_gnutar" = 1 ] || _ss_have awk tr xargs || _ss_ikeep=0
   _ss_oprobe
+}
+# Copies exactly $1 bytes of stdin to stdout and reads no further (the
+# host's next answer follows): GNU head does; BusyBox head reads ahead, so
+# there dd, whose fullblock keeps a pipe's short reads from cutting it.
+_ss_readn() {
+  if [ "$_ss_ghead" = 1 ]; then
+    head -c "$1"
+  else
+    dd bs=65536 count="$1" iflag=count_bytes,fullblock 2>/dev/null
+  fi
 }
 # Reads the filesystem's clock for the listings, once, before the first.
 _ss_oprobe() {
@@ -64,7 +95,7 @@ _ss_okeep() {
   case $_ss_n in '' | *[!0-9]*) _ss_die "$_ss_E_EXTRACT" 'the host sent a bad keep list' ;; esac
   [ "$_ss_n" -eq 0 ] && return 0
   [ "$_ss_ikeep" = 1 ] || _ss_die "$_ss_E_EXTRACT" 'the host sent a keep list this sandbox cannot use'
-  head -c "$_ss_n" >"$_ss_S/k$1" || _ss_die "$_ss_E_EXTRACT" 'cannot read the keep list'
+  _ss_readn "$_ss_n" >"$_ss_S/k$1" || _ss_die "$_ss_E_EXTRACT" 'cannot read the keep list'
   [ "$(wc -c <"$_ss_S/k$1")" -eq "$_ss_n" ] || _ss_die "$_ss_E_EXTRACT" 'the keep list was cut'
 }
 _ss_ofile() {
@@ -99,6 +130,10 @@ _ss_odir() {
   _ss_src=$1; _ss_follow=$2; shift 2
   (
     cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"
+    if [ "$_ss_gnutar" = 0 ] && [ -n "$_ss_kf" ] && [ -s "$_ss_S/k$_ss_kf" ]; then
+      exec 8<&- 9<&-
+      _ss_onamed "$_ss_S/k$_ss_kf"
+    fi
     _ss_n=$#
     for _ss_x do [ "$_ss_gnutar" = 0 ] || set -- "$@" --exclude "$_ss_x"; done
     shift "$_ss_n"
@@ -118,6 +153,24 @@ _ss_odir() {
     LC_ALL=C exec tar -c -f - "$@"
   ) || _ss_die "$_ss_E_EXTRACT" "archiving $_ss_src failed"
   exec 8<&-
+}
+# Archives the current directory but the files keep list $1 names, with a
+# tar that has no -X: the members as arguments, each once
+# (--no-recursion), parents first, in one tar (_ss_argable bounded them).
+# A name with a newline that appeared since the listing fails the sync:
+# it cannot be named, and the host keeps only what the archive leaves out.
+_ss_onamed() {
+  _ss_x=$(find . -name "*$_ss_nl*" | head -c 1; echo x) || exit "$_ss_E_EXTRACT"
+  if [ "$_ss_x" != x ]; then
+    printf 'sandbox-sync: %s\n' "a name with a newline appeared in $_ss_src during the sync" >&2
+    exit "$_ss_E_EXTRACT"
+  fi
+  find . ! -name . \( -path "./$_ss_reserved*" -prune -o -print \) | LC_ALL=C awk -v keep="$1" '
+    BEGIN { while ((getline l < keep) > 0) k["./" l] = 1 }
+    !($0 in k) { print substr($0, 3) }' >"$_ss_S/m" || exit "$_ss_E_EXTRACT"
+  [ -s "$_ss_S/m" ] || exec head -c 1024 /dev/zero
+  tr '\n' '\000' <"$_ss_S/m" | LC_ALL=C xargs -0 -s 1800000 tar -c -f - --no-recursion --
+  exit
 }
 # Sets _ss_codec to the first codec of "$@" this sandbox can run, or none.
 _ss_pick() {
