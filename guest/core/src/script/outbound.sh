@@ -26,11 +26,19 @@ _ss_olist() {
 _ss_argable() {
   [ "$_ss_gnutar" = 1 ] && return 0
   [ "$2" = 0 ] || return 1
-  _ss_x=$(cd -P "$1" && find . -name "*$_ss_nl*" 2>/dev/null | head -c 1; echo x) || return 1
-  [ "$_ss_x" = x ] || return 1
-  _ss_x=$( (cd -P "$1" && find . ! -name . \( -path "./$_ss_reserved*" -prune -o -print \) 2>/dev/null) \
+  (cd -P "$1" && _ss_nlfree) || return 1
+  _ss_x=$( (cd -P "$1" && _ss_members 2>/dev/null) \
     | LC_ALL=C awk '{ n += length($0) + 7 } END { print n + 0 }') || return 1
   [ "$((_ss_x))" -le 1500000 ]
+}
+# True when no name under the current directory holds a newline.
+_ss_nlfree() {
+  _ss_x=$(find . -name "*$_ss_nl*" 2>/dev/null | head -c 1; echo x) && [ "$_ss_x" = x ]
+}
+# Every entry under the current directory but provider scratch at its
+# top, parents first, as ./path lines.
+_ss_members() {
+  find . ! -name . \( -path "./$_ss_reserved*" -prune -o -print \)
 }
 # The same for the regular file $2 of file mapping $1: one line, "./f".
 _ss_olistf() {
@@ -160,12 +168,8 @@ _ss_odir() {
 # A name with a newline that appeared since the listing fails the sync:
 # it cannot be named, and the host keeps only what the archive leaves out.
 _ss_onamed() {
-  _ss_x=$(find . -name "*$_ss_nl*" | head -c 1; echo x) || exit "$_ss_E_EXTRACT"
-  if [ "$_ss_x" != x ]; then
-    printf 'sandbox-sync: %s\n' "a name with a newline appeared in $_ss_src during the sync" >&2
-    exit "$_ss_E_EXTRACT"
-  fi
-  find . ! -name . \( -path "./$_ss_reserved*" -prune -o -print \) | LC_ALL=C awk -v keep="$1" '
+  _ss_nlfree || _ss_die "$_ss_E_EXTRACT" "a name with a newline appeared in $_ss_src during the sync"
+  _ss_members | LC_ALL=C awk -v keep="$1" '
     BEGIN { while ((getline l < keep) > 0) k["./" l] = 1 }
     !($0 in k) { print substr($0, 3) }' >"$_ss_S/m" || exit "$_ss_E_EXTRACT"
   [ -s "$_ss_S/m" ] || exec head -c 1024 /dev/zero
