@@ -406,11 +406,28 @@ enum Resend {
     Idempotent,
 }
 
-/// Whether the connection closed before the answer began.
+/// Whether the connection closed before the answer began: cleanly (an
+/// incomplete message) or with a reset, which is what a server that closes
+/// with unread bytes in its socket sends (a refused upload's leftovers).
 fn closed_unanswered(e: &hyper_util::client::legacy::Error) -> bool {
-    std::error::Error::source(e)
-        .and_then(|s| s.downcast_ref::<hyper::Error>())
-        .is_some_and(hyper::Error::is_incomplete_message)
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if c.downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return true;
+        }
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionReset
+                    | std::io::ErrorKind::ConnectionAborted
+                    | std::io::ErrorKind::BrokenPipe
+            );
+        }
+        cause = c.source();
+    }
+    false
 }
 
 /// An error and its causes, on one line.
@@ -495,9 +512,10 @@ mod tests {
 
     /// A server that answers each connection's first request with 204 and
     /// keeps it open, then closes it on its second request unanswered: a
-    /// keep-alive connection the server dropped just as it was reused.
+    /// keep-alive connection the server dropped just as it was reused
+    /// (with a reset when `reset`, as a close with unread bytes sends).
     /// Returns the address and a log of the request lines it read.
-    async fn closes_reused() -> (String, Arc<Mutex<Vec<String>>>) {
+    async fn closes_reused_with(reset: bool) -> (String, Arc<Mutex<Vec<String>>>) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -512,6 +530,9 @@ mod tests {
                         };
                         log.lock().unwrap().push(head);
                         if !answered {
+                            if reset {
+                                let _ = conn.set_zero_linger();
+                            }
                             return;
                         }
                         let ok = b"HTTP/1.1 204 No Content\r\n\r\n";
@@ -523,6 +544,10 @@ mod tests {
             }
         });
         (format!("http://{addr}"), seen)
+    }
+
+    async fn closes_reused() -> (String, Arc<Mutex<Vec<String>>>) {
+        closes_reused_with(false).await
     }
 
     /// The request line of the next request (its headers read; the bodies
@@ -548,6 +573,15 @@ mod tests {
     #[tokio::test]
     async fn a_delete_on_a_connection_closed_unanswered_goes_again() {
         let (url, seen) = closes_reused().await;
+        let toolbox = Client::new(&url, "sb", "key").unwrap();
+        toolbox.remove("/a").await.unwrap();
+        toolbox.remove("/b").await.unwrap();
+        assert_eq!(methods(&seen), ["DELETE", "DELETE", "DELETE"]);
+    }
+
+    #[tokio::test]
+    async fn a_delete_on_a_connection_reset_unanswered_goes_again() {
+        let (url, seen) = closes_reused_with(true).await;
         let toolbox = Client::new(&url, "sb", "key").unwrap();
         toolbox.remove("/a").await.unwrap();
         toolbox.remove("/b").await.unwrap();
