@@ -28,3 +28,4 @@ mod races; // a racer swaps directories for escaping symlinks during syncs
 mod replace; // sync-out destroy-then-replace is all or nothing
 mod sync_in; // inbound files and directories (3-5, 9)
 mod sync_out; // outbound files and directories (10, 11, 13, 15)
+mod userlands; // sandboxes missing a tool, or mixing GNU and BusyBox: nothing waits

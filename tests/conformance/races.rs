@@ -28,7 +28,7 @@ impl Drop for Racer {
 fn racer(sb: &Sandbox, dir: &str, outside: &str) -> Racer {
     let local = match sb.userland {
         Userland::Gnu => LocalBackend::host(),
-        Userland::BusyBox => LocalBackend::sandbox_root(sb.on_host("/"))
+        _ => LocalBackend::sandbox_root(sb.on_host("/"))
             .unwrap()
             .user(SANDBOX_UID),
     };

@@ -35,6 +35,19 @@ pub enum Userland {
     Gnu,
     /// Debian's busybox-static in a chroot, as uid 65534.
     BusyBox,
+    /// A chroot (as uid 65534) holding only these tools: dash as `sh`, and
+    /// each named host binary with the libraries it loads; `busybox:NAME`
+    /// is BusyBox's applet (GNU tar with BusyBox `head`, say). BusyBox's
+    /// own shell runs its applets whatever `PATH` holds, so a tool can only
+    /// be missing from a sandbox whose shell is not BusyBox.
+    Tools(&'static [&'static str]),
+}
+
+impl Userland {
+    /// Whether the sandbox is a chroot of its own (else the host's `/`).
+    pub fn is_jailed(self) -> bool {
+        self != Userland::Gnu
+    }
 }
 
 /// How the component reaches the sandbox.
@@ -374,6 +387,88 @@ fn busybox_root() -> &'static Path {
     })
 }
 
+/// The root a jailed userland's sandboxes live in.
+fn jail_root(userland: Userland) -> Option<&'static Path> {
+    match userland {
+        Userland::Gnu => None,
+        Userland::BusyBox => Some(busybox_root()),
+        Userland::Tools(tools) => Some(tools_root(tools)),
+    }
+}
+
+/// A root holding only `tools` (see [`Userland::Tools`]), one per set.
+fn tools_root(tools: &'static [&'static str]) -> &'static Path {
+    static ROOTS: std::sync::Mutex<Vec<(&'static [&'static str], &'static Path)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut roots = ROOTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, root)) = roots.iter().find(|(t, _)| *t == tools) {
+        return root;
+    }
+    let root = std::env::temp_dir().join(format!(
+        "sandbox-sync-toolsroot-{}-{}",
+        std::process::id(),
+        roots.len()
+    ));
+    std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
+    copy_host_binary(&root, Path::new("/bin/dash"), "sh");
+    for tool in tools {
+        if let Some(applet) = tool.strip_prefix("busybox:") {
+            let busybox = root.join("bin/busybox");
+            if !busybox.exists() {
+                std::fs::copy("/bin/busybox", &busybox).expect("copy busybox");
+            }
+            symlink("busybox", root.join("bin").join(applet)).expect("link an applet");
+        } else {
+            let host = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+                .iter()
+                .map(|d| Path::new(d).join(tool))
+                .find(|p| p.exists())
+                .unwrap_or_else(|| panic!("no {tool} on this host"));
+            copy_host_binary(&root, &host, tool);
+        }
+    }
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).expect("chmod root");
+    let root: &'static Path = Box::leak(root.into_boxed_path());
+    roots.push((tools, root));
+    root
+}
+
+/// Copies the host binary `host` to `root/bin/name`, with every shared
+/// library `ldd` says it loads at its own path.
+fn copy_host_binary(root: &Path, host: &Path, name: &str) {
+    let real = std::fs::canonicalize(host).expect("resolve a host binary");
+    link_or_copy(&real, &root.join("bin").join(name));
+    let out = std::process::Command::new("ldd")
+        .arg(&real)
+        .output()
+        .expect("run ldd");
+    for lib in String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .filter(|w| w.starts_with('/'))
+    {
+        let inside = root.join(lib.trim_start_matches('/'));
+        if inside.exists() {
+            continue;
+        }
+        if let Some(dir) = inside.parent() {
+            std::fs::create_dir_all(dir).expect("mkdir a library dir");
+        }
+        link_or_copy(
+            &std::fs::canonicalize(lib).expect("resolve a library"),
+            &inside,
+        );
+    }
+}
+
+/// A hard link (the roots are many and left behind), else a copy.
+fn link_or_copy(from: &Path, to: &Path) {
+    if std::fs::hard_link(from, to).is_err() {
+        std::fs::copy(from, to).expect("copy a host file");
+    }
+}
+
 /// Runs a binary this process has just written. Another thread's child may
 /// still hold the write descriptor between its fork and exec (ETXTBSY), so
 /// retry for a while.
@@ -414,9 +509,9 @@ pub struct Sandbox {
 
 /// The local backend for `userland` (what a kube exec also runs through).
 fn local_backend(userland: Userland) -> LocalBackend {
-    match userland {
-        Userland::Gnu => LocalBackend::host(),
-        Userland::BusyBox => LocalBackend::sandbox_root(busybox_root())
+    match jail_root(userland) {
+        None => LocalBackend::host(),
+        Some(root) => LocalBackend::sandbox_root(root)
             .expect("sandbox root")
             .user(SANDBOX_UID),
     }
@@ -486,15 +581,12 @@ impl Sandbox {
         let host = tmp.path().join("host");
         std::fs::create_dir_all(&host).expect("host dir");
         let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let (root, base) = match userland {
-            Userland::Gnu => (
+        let (root, base) = match jail_root(userland) {
+            None => (
                 PathBuf::from("/"),
                 tmp.path().join("sandbox").display().to_string(),
             ),
-            Userland::BusyBox => (
-                busybox_root().to_path_buf(),
-                format!("/t{}-{n}", std::process::id()),
-            ),
+            Some(root) => (root.to_path_buf(), format!("/t{}-{n}", std::process::id())),
         };
         let (server, toolbox, backend): (_, _, Arc<dyn ExecBackend>) = match env.transport {
             Transport::Local => (None, None, Arc::new(local_backend(userland))),
@@ -523,7 +615,7 @@ impl Sandbox {
             std::fs::create_dir_all(&p).expect("sandbox dirs");
             sb.give_to_sandbox(&p);
         }
-        if userland == Userland::BusyBox {
+        if userland.is_jailed() {
             sb.give_to_sandbox(&sb.on_host(&base));
         }
         sb
@@ -531,7 +623,7 @@ impl Sandbox {
 
     /// Makes a host path belong to the sandbox user.
     pub fn give_to_sandbox(&self, p: &Path) {
-        if self.userland == Userland::BusyBox {
+        if self.userland.is_jailed() {
             let _ = std::os::unix::fs::lchown(p, Some(SANDBOX_UID), Some(SANDBOX_UID));
         }
     }
@@ -624,13 +716,14 @@ impl Sandbox {
         Arc::new(self.local_backend().reply_latency(latency))
     }
 
+    /// This sandbox's local backend with an empty `/dev` (a jailed
+    /// userland's; the host's own `/dev` otherwise).
+    pub fn no_devices_backend(&self) -> Arc<dyn ExecBackend> {
+        Arc::new(self.local_backend().without_devices())
+    }
+
     fn local_backend(&self) -> LocalBackend {
-        match self.userland {
-            Userland::Gnu => LocalBackend::host(),
-            Userland::BusyBox => LocalBackend::sandbox_root(busybox_root())
-                .expect("sandbox root")
-                .user(SANDBOX_UID),
-        }
+        local_backend(self.userland)
     }
 
     /// Sync-in through `backend`.
@@ -711,7 +804,7 @@ impl Sandbox {
 
 impl Drop for Sandbox {
     fn drop(&mut self) {
-        if self.userland == Userland::BusyBox {
+        if self.userland.is_jailed() {
             if let Some(base) = self.on_host(&self.remote).parent() {
                 let _ = std::fs::remove_dir_all(base);
             }

@@ -51,14 +51,15 @@ _ss_olistf() {
 # Whether this sandbox can leave kept files out of its archive (GNU tar's
 # -X, or BusyBox tar given its members with awk, tr and xargs; a way to
 # read exactly the host's answer, see _ss_readn; find and stat for the
-# listing), and the filesystem's clock before any listing.
+# listing, cat, head and wc to frame it), and the filesystem's clock
+# before any listing. Without them every listing is empty: nothing kept.
 _ss_okeepable() {
   _ss_ikeep=0; _ss_ghead=0
   case $(head --version 2>/dev/null) in *GNU*) _ss_ghead=1 ;; esac
   if [ "$_ss_ghead" = 1 ] || [ "$(printf x | dd bs=1 count=1 iflag=fullblock 2>/dev/null)" = x ]; then
     _ss_ikeep=1
   fi
-  _ss_have find stat || _ss_ikeep=0
+  _ss_have find stat cat head wc || _ss_ikeep=0
   [ "$_ss_gnutar" = 1 ] || _ss_have awk tr xargs || _ss_ikeep=0
   _ss_oprobe
 }
@@ -79,11 +80,18 @@ _ss_oprobe() {
 }
 # Sends listing l$1 as one frame, or, in a report program of its own (a
 # toolbox sandbox: _ss_report=1), as text between two tagged lines.
+# An empty listing (nothing to keep) needs none of the tools that frame
+# one, so a sandbox without them still syncs, whole.
 _ss_oframe() {
   if [ "$_ss_report" = 1 ]; then
     printf '%s list %s %s\n' "$_ss_TAG" "$1" "${_ss_probed:--}"
-    cat "$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
+    [ ! -s "$_ss_S/l$1" ] || cat "$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
     printf '%s listed %s\n' "$_ss_TAG" "$1"
+    return 0
+  fi
+  if [ ! -s "$_ss_S/l$1" ]; then
+    _ss_mark "list $1 0 ${_ss_probed:--}"
+    rm -f "$_ss_S/l$1"
     return 0
   fi
   _ss_how=$(_ss_zip "$_ss_S/l$1")

@@ -112,12 +112,20 @@ pub(super) struct Jail {
     root: CString,
     uid: Option<u32>,
     binds: Vec<Bind>,
+    devices: bool,
 }
 
 impl Jail {
     /// A jail for `root` (canonical), optionally as `uid` (gid `uid`, no
     /// supplementary groups), optionally with the host userland bound in.
-    pub(super) fn new(root: &Path, uid: Option<u32>, host_userland: bool) -> io::Result<Self> {
+    /// `devices: false` leaves `/dev` an empty tmpfs (a pod whose runtime
+    /// gave it none of the usual nodes).
+    pub(super) fn new(
+        root: &Path,
+        uid: Option<u32>,
+        host_userland: bool,
+        devices: bool,
+    ) -> io::Result<Self> {
         let cstring = |b: &[u8]| CString::new(b).map_err(io::Error::other);
         let mut binds = Vec::new();
         if host_userland {
@@ -142,6 +150,7 @@ impl Jail {
             root: cstring(root.as_os_str().as_bytes())?,
             uid,
             binds,
+            devices,
         })
     }
 
@@ -188,8 +197,10 @@ impl Jail {
         // tree goes away, as detached mounts.
         let clone = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
         let mut devices: [Option<OwnedFd>; DEVICES.len()] = Default::default();
-        for (slot, (host, _)) in devices.iter_mut().zip(DEVICES) {
-            *slot = Some(open_tree(CWD, *host, clone)?);
+        if self.devices {
+            for (slot, (host, _)) in devices.iter_mut().zip(DEVICES) {
+                *slot = Some(open_tree(CWD, *host, clone)?);
+            }
         }
         let mut trees: [Option<OwnedFd>; HOST_USERLAND.len()] = Default::default();
         for (slot, b) in trees.iter_mut().zip(&self.binds) {

@@ -44,6 +44,7 @@ pub struct LocalBackend {
     user: Option<u32>,
     exec_latency: Duration,
     reply_latency: Duration,
+    no_devices: bool,
 }
 
 impl LocalBackend {
@@ -96,6 +97,14 @@ impl LocalBackend {
         self
     }
 
+    /// Leaves the sandbox root's `/dev` empty: no `null`, `zero` or
+    /// `urandom`, as some pods have (no effect without a root).
+    #[must_use]
+    pub fn without_devices(mut self) -> Self {
+        self.no_devices = true;
+        self
+    }
+
     /// Delays every exec start, to model an API server's round trip.
     #[must_use]
     pub fn exec_latency(mut self, latency: Duration) -> Self {
@@ -123,12 +132,11 @@ impl LocalBackend {
             .ok_or_else(|| ExecError::Unsupported("empty argv".into()))?;
         let mut cmd = match (&self.root, self.user) {
             (Some(root), user) => {
-                let jail = jail::Jail::new(root, user, self.host_userland).map_err(|source| {
-                    ExecError::Spawn {
+                let jail = jail::Jail::new(root, user, self.host_userland, !self.no_devices)
+                    .map_err(|source| ExecError::Spawn {
                         program: program.clone(),
                         source,
-                    }
-                })?;
+                    })?;
                 let mut c = Command::new(program);
                 c.args(args);
                 // SAFETY: `enter` only makes system calls (it runs between

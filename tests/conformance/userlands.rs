@@ -1,0 +1,194 @@
+//! The pod matrix beyond GNU and BusyBox: a sandbox missing any one of the
+//! tools the programs use, and GNU tar beside BusyBox `head`. Whatever is
+//! missing, no sync waits for the other side: each call ends well inside
+//! its deadline, and either lands exactly what was asked (the feature that
+//! needed the tool degraded) or fails with a one-line error naming why.
+
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sandbox_sync_host::exec::ExecBackend;
+
+use sandbox_sync_tests::*;
+
+/// Every external tool the sandbox programs may call (the shell's
+/// builtins aside). A sandbox missing one of these is still a sandbox a
+/// sync must not hang in.
+const TOOLS: &[&str] = &[
+    "awk", "base64", "cat", "chmod", "cp", "date", "dd", "dirname", "env", "find", "gzip", "head",
+    "id", "ln", "mkdir", "mkfifo", "mktemp", "mv", "readlink", "realpath", "rm", "setsid", "sleep",
+    "stat", "tail", "tar", "timeout", "touch", "tr", "wc", "xargs", "zstd",
+];
+
+/// Without these a sync fails (loudly); without any other it succeeds,
+/// the feature that needed it off (README, "What the sandbox needs").
+/// `tar` carries every byte; `mkdir`, `mv` and `rm` stage, promote and
+/// replace.
+const REQUIRED: &[&str] = &["mkdir", "mv", "rm", "tar"];
+
+/// What the fake toolbox itself needs in the sandbox: it writes, sizes and
+/// reads files with the sandbox's `mkdir`, `cat` and `stat`, where the
+/// real daemon does that in its own code.
+const FAKE_DAEMON_NEEDS: &[&str] = &["cat", "mkdir", "stat"];
+
+/// The deadline each call gets, and the time within which it must end
+/// all the same: a call that needs its deadline has waited on the other
+/// side.
+const DEADLINE: Duration = Duration::from_secs(30);
+const PROMPT: Duration = Duration::from_secs(5);
+
+/// `TOOLS` without `missing`, leaked for a [`Userland::Tools`].
+fn without(missing: &str) -> &'static [&'static str] {
+    let set: Vec<&'static str> = TOOLS.iter().copied().filter(|t| *t != missing).collect();
+    Box::leak(set.into_boxed_slice())
+}
+
+fn seed(sb: &Sandbox) -> std::path::PathBuf {
+    for i in 0..20 {
+        sb.write_host(
+            &format!("ws/a/f{i:02}.txt"),
+            format!("line {i}\n").repeat(50 + i).as_bytes(),
+        );
+    }
+    sb.write_host("ws/big.txt", &b"compressible ".repeat(100_000));
+    sb.write_host("ws/raw.bin", &incompressible(200_000));
+    std::fs::create_dir_all(sb.host.join("ws/empty")).unwrap();
+    symlink("a/f01.txt", sb.host.join("ws/link")).unwrap();
+    let tool = sb.write_host("ws/tool.sh", b"#!/bin/sh\n");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    sb.host.join("ws")
+}
+
+/// One call's outcome: `None` when it succeeded.
+type Outcome = Option<String>;
+
+/// Runs `call`, which must end within [`PROMPT`], and returns its error.
+fn timed<T>(what: &str, call: impl FnOnce() -> Result<T, SyncFailure>) -> Outcome {
+    let started = Instant::now();
+    let result = call();
+    let took = started.elapsed();
+    assert!(took < PROMPT, "{what} took {took:?}: a side waited");
+    match result {
+        Ok(_) => None,
+        Err(e) => {
+            let text = e.error.to_string();
+            assert!(!text.contains('\n'), "{what}: not one line: {text}");
+            Some(text)
+        }
+    }
+}
+
+/// Two syncs in (the second after an edit, so incremental has something to
+/// keep) and two out, in a sandbox with `tools`; the first error, if any.
+fn syncs(transport: Transport, tools: &'static [&'static str]) -> Outcome {
+    let sb = Sandbox::new(Env {
+        userland: Userland::Tools(tools),
+        transport,
+    });
+    let backend = sb.backend();
+    syncs_via(&sb, &backend)
+}
+
+fn syncs_via(sb: &Sandbox, backend: &Arc<dyn ExecBackend>) -> Outcome {
+    let src = seed(sb);
+    let mut opts = sb.options();
+    opts.timeout = DEADLINE;
+    let mut op_in = op("in", vec![dir(&src, sb.remote("ws"))]);
+    op_in.post_upload_commands = Some(vec![cmd("true", None)]);
+    for round in 0..2 {
+        if round == 1 {
+            sb.write_host("ws/a/f03.txt", b"edited\n");
+        }
+        let what = format!("sync-in {round}");
+        if let Some(e) = timed(&what, || {
+            block_on(runtime().sync_in(std::slice::from_ref(&op_in), &opts, Arc::clone(backend)))
+        }) {
+            return Some(format!("{what}: {e}"));
+        }
+        assert_same_tree(&src, &sb.remote_on_host("ws"));
+    }
+    let back = sb.host.join("back");
+    let op_out = op("out", vec![dir_out(sb.remote("ws"), &back)]);
+    for round in 0..2 {
+        if round == 1 {
+            sb.write_remote("ws/a/f04.txt", b"edited in the sandbox\n");
+        }
+        let what = format!("sync-out {round}");
+        if let Some(e) = timed(&what, || {
+            block_on(runtime().sync_out(std::slice::from_ref(&op_out), &opts, Arc::clone(backend)))
+        }) {
+            return Some(format!("{what}: {e}"));
+        }
+        assert_same_tree(&sb.remote_on_host("ws"), &back);
+    }
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+    None
+}
+
+/// Each tool taken away in turn: only the required ones fail a sync, and
+/// nothing waits.
+fn each_missing_tool(transport: Transport) {
+    let mut required: Vec<&str> = REQUIRED.to_vec();
+    if transport == Transport::Daytona {
+        required.extend(FAKE_DAEMON_NEEDS);
+    }
+    required.sort_unstable();
+    required.dedup();
+    let mut failed = Vec::new();
+    let mut report = String::new();
+    for &tool in TOOLS {
+        let outcome = syncs(transport, without(tool));
+        report.push_str(&format!("without {tool}: {outcome:?}\n"));
+        if outcome.is_some() {
+            failed.push(tool);
+        }
+    }
+    eprintln!("{report}");
+    assert_eq!(failed, required, "{report}");
+}
+
+#[test]
+fn a_local_sandbox_missing_any_tool_never_waits() {
+    each_missing_tool(Transport::Local);
+}
+
+#[test]
+fn a_toolbox_sandbox_missing_any_tool_never_waits() {
+    if drives(Transport::Daytona) {
+        each_missing_tool(Transport::Daytona);
+    }
+}
+
+/// GNU tar with BusyBox's `head` (which reads ahead of what it prints),
+/// and the rest GNU: every sync lands exactly.
+#[test]
+fn gnu_tar_with_busybox_head() {
+    static TOOLS_BB_HEAD: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+    let tools = TOOLS_BB_HEAD.get_or_init(|| {
+        let mut set: Vec<&'static str> = TOOLS.iter().copied().filter(|t| *t != "head").collect();
+        set.push("busybox:head");
+        Box::leak(set.into_boxed_slice())
+    });
+    for transport in [Transport::Local, Transport::Daytona] {
+        if drives(transport) {
+            assert_eq!(syncs(transport, tools), None, "{transport:?}");
+        }
+    }
+}
+
+/// A sandbox whose `/dev` is empty (no `null`, `zero`, `urandom`; a pod
+/// always has them, so nothing needs to work here): nothing waits, and
+/// what lands is exact.
+#[test]
+fn a_sandbox_without_device_nodes_never_waits() {
+    for userland in [Userland::BusyBox, Userland::Tools(TOOLS)] {
+        let sb = Sandbox::new(Env {
+            userland,
+            transport: Transport::Local,
+        });
+        let backend = sb.no_devices_backend();
+        let outcome = syncs_via(&sb, &backend);
+        eprintln!("{userland:?} without /dev nodes: {outcome:?}");
+    }
+}
