@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ProviderWorker } from './bridge.js';
+import { isLocalExec } from './local-exec.js';
 import { DEFAULTS, SandboxSyncError, grantsFor, removeCreated, toRequest, toResult } from './request.js';
 import { MSG } from './protocol.js';
 import { removeScratch } from './scratch.js';
@@ -139,11 +140,12 @@ class Provider {
     try {
       const grants = grantsFor(direction, request, input, created);
       const timeoutMs = Number(request.limits.timeoutMs);
+      // The caller's exec is a pod's or a remote sandbox's, unless localExec made it.
+      const remote = input.remote ?? !isLocalExec(input.exec);
       const settings = {
-        compression: compression(direction, input.compress ?? input.compression),
+        compression: compression(direction, input.compress ?? input.compression, remote),
         incremental: input.incremental ?? true,
-        // The caller's exec is a pod's or a remote sandbox's.
-        remote: input.remote ?? true,
+        remote,
         records: input.incremental === false ? null : recordsDir(),
         stdinEnds: input.stdinEnds ?? false,
         deadline: Date.now() + timeoutMs + EXEC_GRACE_MS,
@@ -195,14 +197,17 @@ class Provider {
 }
 
 /**
- * The component policy this host can honour: Node has no zstd compressor
- * here (fzstd only decodes), so a sync-in that would compress with zstd
- * prefers gzip; `auto` then compresses whenever the sandbox has gzip.
+ * The component policy this host can honour: `auto` is `none` on a local
+ * exec (as the Rust host's local backend: no link to save bytes on, only
+ * CPU to spend). Node has no zstd compressor here (fzstd only decodes), so
+ * a sync-in that would compress with zstd prefers gzip; `auto` then
+ * compresses whenever the sandbox has gzip.
  */
-function compression(direction, asked = 'auto') {
+function compression(direction, asked = 'auto', remote = true) {
   if (!['auto', 'gzip', 'zstd', 'none'].includes(asked)) {
     throw new SandboxSyncError('invalid-request', `unknown compression ${JSON.stringify(asked)}`);
   }
+  if (asked === 'auto' && !remote) return 'none';
   return direction === 'in' && asked !== 'none' ? 'gzip' : asked;
 }
 

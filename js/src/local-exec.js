@@ -7,6 +7,16 @@ import { finished } from 'node:stream';
 /** How long the pipes may outlive the shell (as the Rust local backend allows). */
 const STDIO_GRACE_MS = 2000;
 
+/** The execs localExec made: a wrapper around one is another exec, as remote as any. */
+const LOCAL = new WeakSet();
+
+/**
+ * Whether `exec` runs on this machine: bytes then cost no network link, so
+ * (as the Rust host's local backend) `auto` compresses nothing and a
+ * sync-out lists nothing it does not need.
+ */
+export const isLocalExec = (exec) => LOCAL.has(exec);
+
 /**
  * `exec(argv, {stdin?, stdout?, timeoutMs?, maxStderrBytes?}) -> {exitCode, stderr}`
  * running `[...prefix, ...argv]` (a prefix such as `chroot ROOT`).
@@ -20,7 +30,7 @@ const STDIO_GRACE_MS = 2000;
  * `maxStderrBytes`, so the caller can tell the cap was passed.
  */
 export function localExec(prefix = []) {
-  return (argv, io = {}) =>
+  const exec = (argv, io = {}) =>
     new Promise((resolve, reject) => {
       const [cmd, ...args] = [...prefix, ...argv];
       const child = spawn(cmd, args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
@@ -74,4 +84,6 @@ export function localExec(prefix = []) {
         } else resolve({ exitCode, stderr: collected });
       });
     });
+  LOCAL.add(exec);
+  return exec;
 }
