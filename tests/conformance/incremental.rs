@@ -4,7 +4,7 @@
 //! stale files, modes, links and empty directories, in one exec, promoted
 //! as atomically as ever.
 
-use std::os::unix::fs::{symlink, PermissionsExt};
+use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -357,6 +357,128 @@ fn a_file_inside_a_directory_target_lands_on_every_resync(u: Env) {
     }
 }
 
+/// What a directory target is, entry by entry: type, contents, modes
+/// (directories' too) and link targets.
+fn shape(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk(root, &mut |p| {
+        let rel = p.strip_prefix(root).unwrap().display().to_string();
+        let m = std::fs::symlink_metadata(p).unwrap();
+        let what = if m.is_symlink() {
+            format!("link {:?}", std::fs::read_link(p).unwrap())
+        } else if m.is_dir() {
+            format!("dir {:o}", mode(p))
+        } else {
+            format!("file {:o} {:?}", mode(p), std::fs::read(p).unwrap())
+        };
+        out.push((rel, what));
+    });
+    out.sort();
+    out
+}
+
+/// An unchanged re-sync leaves its target as it was: no entry rewritten,
+/// not even a directory's attributes set again (its ctime stays). Every
+/// change of shape that leaves each file as it was still lands as a full
+/// sync lands it: a host directory's mode, an empty directory added or
+/// removed, a symlink retargeted, and a symlink, a FIFO and a directory
+/// the sandbox added.
+fn an_unchanged_tree_is_left_untouched(u: Env) {
+    if !keeps_unchanged(u) {
+        return;
+    }
+    let sb = Sandbox::new(u);
+    for i in 0..5 {
+        write_old(
+            &sb,
+            &format!("a/f{i}.txt"),
+            format!("file {i}\n").as_bytes(),
+        );
+    }
+    write_old(&sb, "b/deep/x.bin", &incompressible(20_000));
+    std::fs::create_dir_all(sb.host.join("src/empty")).unwrap();
+    symlink("a/f1.txt", sb.host.join("src/link")).unwrap();
+    settle();
+    let ctimes = || {
+        let c = |rel: &str| {
+            let m = std::fs::symlink_metadata(sb.remote_on_host(rel)).unwrap();
+            (m.ctime(), m.ctime_nsec())
+        };
+        ["ws", "ws/a", "ws/b/deep", "ws/a/f1.txt", "ws/link"].map(c)
+    };
+    let full = |sb: &Sandbox| {
+        let mut opts = sb.options();
+        opts.incremental = false;
+        let src = sb.host.join("src");
+        sb.sync_in_with(&[op("full", vec![dir(&src, sb.remote("full"))])], &opts)
+            .expect("full sync");
+        assert_eq!(
+            shape(&sb.remote_on_host("ws")),
+            shape(&sb.remote_on_host("full"))
+        );
+    };
+    sync(&sb, true);
+    let before = ctimes();
+    let again = sync(&sb, true);
+    // The link is always sent (it is no file); nothing else.
+    assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    assert_eq!(ctimes(), before, "an unchanged re-sync touched its target");
+    full(&sb);
+
+    let edits: [(&str, &dyn Fn(&Sandbox)); 5] = [
+        ("a host directory's mode", &|sb| {
+            let a = sb.host.join("src/a");
+            std::fs::set_permissions(a, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }),
+        ("an empty directory added", &|sb| {
+            std::fs::create_dir(sb.host.join("src/b/new")).unwrap();
+        }),
+        ("an empty directory removed", &|sb| {
+            std::fs::remove_dir(sb.host.join("src/empty")).unwrap();
+        }),
+        ("a symlink retargeted", &|sb| {
+            let l = sb.host.join("src/link");
+            std::fs::remove_file(&l).unwrap();
+            symlink("a/f2.txt", l).unwrap();
+        }),
+        (
+            "a symlink, a FIFO and a directory the sandbox added",
+            &|sb| {
+                let extra = sb.remote_on_host("ws/a/extra");
+                symlink("f1.txt", &extra).unwrap();
+                sb.give_to_sandbox(&extra);
+                let fifo = sb.remote_on_host("ws/b/fifo");
+                rustix::fs::mknodat(
+                    rustix::fs::CWD,
+                    &fifo,
+                    rustix::fs::FileType::Fifo,
+                    rustix::fs::Mode::from_raw_mode(0o644),
+                    0,
+                )
+                .unwrap();
+                sb.give_to_sandbox(&fifo);
+                let stray = sb.remote_on_host("ws/stray");
+                std::fs::create_dir(&stray).unwrap();
+                sb.give_to_sandbox(&stray);
+            },
+        ),
+    ];
+    for (what, edit) in edits {
+        edit(&sb);
+        sync(&sb, true);
+        assert_eq!(
+            shape(&sb.host.join("src")),
+            shape(&sb.remote_on_host("ws")),
+            "after {what}"
+        );
+        full(&sb);
+    }
+    let before = ctimes();
+    sync(&sb, true);
+    assert_eq!(ctimes(), before, "an unchanged re-sync touched its target");
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 /// npm's fixed mtime: every file it unpacks is stamped 1985-10-26.
 fn npm_time() -> SystemTime {
     std::time::UNIX_EPOCH + Duration::from_secs(499_162_500)
@@ -542,6 +664,7 @@ fn kept_file_mappings_are_counted_in_content_bytes(u: Env) {
 }
 
 for_each_userland!(
+    an_unchanged_tree_is_left_untouched,
     fixed_mtimes_never_hide_new_bytes,
     ctime_churn_after_landing_never_hides_new_bytes,
     aliased_targets_land_as_a_full_sync_lands,

@@ -141,14 +141,22 @@ _ss_cmd() {
 # (same identity) holds what that token names.
 #
 # Lists every entry under directory $1 as "<type> <identity> ./path",
-# type f (a regular file), d or o (anything else); paths with a newline
-# are left out (they are never kept, and go before a merge). With $2 set
-# (the remote dir itself) provider scratch at the top is left out too.
+# type f (a regular file), d or o (anything else), and each directory's
+# mode as "<mode> ./path" lines in file $3 (see _ss_same); paths with a
+# newline are left out (they are never kept, and go before a merge). With
+# $2 set (the remote dir itself) provider scratch at the top is left out
+# too.
 _ss_entries() {
-  if [ -n "${2-}" ]; then set -- "$1" ! -path "./$_ss_reserved*"; else set -- "$1"; fi
-  _ss_x=$1; shift
+  _ss_x=$1; _ss_y=$3
+  if [ -n "$2" ]; then set -- ! -path "./$_ss_reserved*"; else set --; fi
   (cd -P "$_ss_x" && TZ=UTC0 find . ! -name . ! -path "*$_ss_nl*" "$@" -exec stat -c '%f %d %i %s %z %n' {} +) 2>/dev/null \
-    | LC_ALL=C awk '{ t = substr($1, 1, length($1) - 3); sub(/^[^ ]* /, (t == "8" ? "f " : t == "4" ? "d " : "o ")); print }'
+    | LC_ALL=C awk -v dirs="$_ss_y" '
+      BEGIN { printf "" > dirs }
+      {
+        t = substr($1, 1, length($1) - 3)
+        if (t == "4") print $1, substr($0, length($1 $2 $3 $4 $5 $6 $7) + 8) > dirs
+        sub(/^[^ ]* /, (t == "8" ? "f " : t == "4" ? "d " : "o ")); print
+      }'
 }
 # Joins the lines of _ss_entries on stdin with the state file's facts: the
 # files still exactly as a sync-in landed them go to $1 as "<token>
@@ -185,7 +193,7 @@ _ss_join() {
 _ss_list() {
   if [ "$_ss_rec" = 1 ] && [ -f "$_ss_state" ] && _ss_keepable && [ -d "$2" ] && [ ! -L "$2" ] \
     && _ss_canon "$2" && _ss_in_root "$_ss_r" \
-    && _ss_entries "$_ss_r" "${3-}" | _ss_join "$_ss_S/J$1" "$_ss_S/I$1" "$_ss_S/N" "$_ss_S/A$1"; then
+    && _ss_entries "$_ss_r" "${3-}" "$_ss_S/M$1" | _ss_join "$_ss_S/J$1" "$_ss_S/I$1" "$_ss_S/N" "$_ss_S/A$1"; then
     _ss_how=$(_ss_zip "$_ss_S/J$1")
     if [ "$_ss_how" = zlist ]; then
       _ss_n=$(wc -c <"$_ss_S/Z"); _ss_n=$((_ss_n))
@@ -250,6 +258,55 @@ _ss_keepf() {
   ln "$_ss_r" "/proc/self/fd/9/f$1" 2>/dev/null || cp -p "$_ss_r" "/proc/self/fd/9/f$1" \
     || _ss_die "$_ss_E_EXTRACT" "cannot keep the unchanged file $2"
 }
+# True when the target (pinned as fd 8) already is what the staged tree $1
+# (d<k>) and the files kept in place (K<k>) make, so a merge would change
+# nothing: the host left no listed file out (k<k> is empty); the staged
+# tree's directories are exactly the target's, each with the same mode;
+# its symlinks exactly the target's (`stat -c %N`: name and target); it
+# holds nothing else, and the target nothing else but kept files (no name
+# with a newline either). Directory mtimes are not compared: no tar lands
+# them the same twice (GNU tar sets a directory's before it fills it with
+# subdirectories, BusyBox tar never), so a full sync does not either. An
+# unchanged tree costs a stat of its directories.
+_ss_same() {
+  _ss_k=${1#d}; _ss_d="/proc/self/fd/9/$1"
+  [ -e "/proc/self/fd/9/k$_ss_k" ] && [ ! -s "/proc/self/fd/9/k$_ss_k" ] && [ -f "$_ss_S/M$_ss_k" ] || return 1
+  _ss_x=$(stat -c %f /proc/self/fd/8/.) || return 1
+  # A name with a newline, either side, would not be one line.
+  (cd -P "$_ss_d" && find . -name "*$_ss_nl*" -prune -print) >"$_ss_S/T" 2>/dev/null \
+    && [ ! -s "$_ss_S/T" ] || return 1
+  if [ -n "$2" ]; then set -- ! -path "./$_ss_reserved*"; else set --; fi
+  (cd -P /proc/self/fd/8 && find . ! -name . "$@" -name "*$_ss_nl*" -prune -print) >"$_ss_S/T" 2>/dev/null \
+    && [ ! -s "$_ss_S/T" ] || return 1
+  (cd -P "$_ss_d" && find . ! -type l -exec stat -c '%f %n' {} + \
+    && find . -type l -exec stat -c %N {} +) >"$_ss_S/S" 2>/dev/null || return 1
+  if LC_ALL=C awk '$1 == "o" { o = 1; exit } END { exit !o }' "$_ss_S/A$_ss_k"; then
+    (cd -P /proc/self/fd/8 && find . ! -name . "$@" -type l -exec stat -c %N {} +) >"$_ss_S/T" 2>/dev/null || return 1
+  fi
+  LC_ALL=C awk -v kept="$_ss_S/K$_ss_k" -v dirs="$_ss_S/M$_ss_k" -v staged="$_ss_S/S" -v links="$_ss_S/T" \
+    -v top="$_ss_x" '
+    # exit runs END, which says no where anything was amiss.
+    function no() { bad = 1; exit }
+    BEGIN {
+      while ((getline l < kept) > 0) k[l] = 1
+      while ((getline l < dirs) > 0) { split(l, f, " "); d[substr(l, length(f[1]) + 2)] = f[1]; n++ }
+      while ((getline l < links) > 0) { t[l] = 1; nt++ }
+    }
+    $1 == "f" && (substr($0, 3) in k) { next }
+    $1 == "o" { o++; next }
+    $1 != "d" { no() }
+    END {
+      if (bad || o != nt) exit 1
+      while ((getline l < staged) > 0) {
+        if (l in t) { s++; continue }
+        split(l, f, " "); p = substr(l, length(f[1]) + 2)
+        if (p == ".") { if (f[1] != top) exit 1 }
+        else if (!(p in d) || d[p] != f[1]) exit 1
+        else s++
+      }
+      exit (s != n + nt)
+    }' "$_ss_S/A$_ss_k"
+}
 # Updates target $2 (a directory, pinned as fd 8 by the caller) in place
 # from the staged tree $1 (d<k>), keeping the files K<k> names, with mode
 # $3 (none: the staged tree's; $4 set, for the remote dir: the target's
@@ -265,6 +322,10 @@ _ss_merge() {
   elif [ -n "${4-}" ]; then
     _ss_m=$(stat -c %a /proc/self/fd/8/.) && chmod "$_ss_m" "/proc/self/fd/9/$1" \
       || _ss_die "$_ss_E_CHMOD" "chmod failed for the staged $2"
+  fi
+  if _ss_same "$1" "${4-}"; then
+    _ss_rmtree "/proc/self/fd/9/$1" || _ss_die "$_ss_E_RENAME" "cannot remove the staged $2"
+    return 0
   fi
   (cd -P "/proc/self/fd/9/$1" && find . -type d) >"$_ss_S/D$_ss_k" \
     || _ss_die "$_ss_E_EXTRACT" "cannot list the staged $2"
@@ -353,6 +414,13 @@ _ss_recop() {
 _ss_savestate() {
   [ "$_ss_rec" = 1 ] && { [ -s "$_ss_S/F" ] || [ -s "$_ss_S/N" ]; } || return 0
   cat "$_ss_S"/KI[0-9]* >"$_ss_S/KIall" 2>/dev/null
+  # Nothing recorded and every file seen kept (each mapping's kept files
+  # are among those it saw, so equal counts mean equal sets): the state
+  # already says all there is.
+  if [ ! -s "$_ss_S/F" ] && _ss_a=$(wc -l <"$_ss_S/N") && _ss_b=$(wc -l <"$_ss_S/KIall") \
+    && [ "$((_ss_a))" -eq "$((_ss_b))" ]; then
+    return 0
+  fi
   { cat "$_ss_state" 2>/dev/null; } | LC_ALL=C awk -v facts="$_ss_S/F" -v seen="$_ss_S/N" -v kept="$_ss_S/KIall" '
     BEGIN {
       while ((getline l < facts) > 0) { split(l, f, " "); k = f[1] " " f[2]; if (!(k in new)) n[++c] = k; new[k] = l }
