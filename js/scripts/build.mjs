@@ -1,16 +1,22 @@
 // Transpiles the provider components cargo built into components/<name>/
 // with jco (instantiation mode: the package passes every import itself).
 // Run after `cargo test` or `just components`; CARGO_TARGET_DIR is honoured.
+//
+// The transpiler is jco-transpile 0.1.1 (jco 1.15's), not jco 1.35's: the
+// latter's glue takes every import call through the component-model async
+// machinery (a task, a subtask and their promises per call), which cost
+// 40% of the worker's time on a sync-out of small files and tripled the
+// glue to 640 KB; the older glue calls a synchronous import directly.
 
 import { mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { transpile } from '@bytecodealliance/jco';
+import { transpileBytes } from '@bytecodealliance/jco-transpile';
 import { COMPONENTS, PACKAGE as pkg, newestBuild, sha256 } from './cargo.mjs';
 
 for (const [name, file] of Object.entries(COMPONENTS)) {
   const wasm = newestBuild(file);
   const out = join(pkg, 'components', name);
-  const { files } = await transpile(readFileSync(wasm), { name: 'provider', instantiation: { tag: 'sync' }, noTypescript: true });
+  const { files } = await transpileBytes(readFileSync(wasm), { name: 'provider', instantiation: 'sync', emitTypescriptDeclarations: false });
   rmSync(out, { recursive: true, force: true });
   for (const [f, data] of Object.entries(files)) {
     mkdirSync(dirname(join(out, f)), { recursive: true });
