@@ -604,6 +604,36 @@ test('onScratch fires for top-level .paperclip-upload creations only', () => {
   }
 });
 
+// Directory fds kept for a private (0700) staged tree (staging-dirs.js).
+test('a staged tree walks afresh once anything in it moves, and a tree others may enter is never kept', () => {
+  const before = fdCount();
+  const g = grant();
+  // A private tree: fds kept while writing, then the component renames d.
+  g.mkdir('.paperclip-upload-t', 0o700);
+  g.mkdir('.paperclip-upload-t/d', 0o700);
+  g.writeFile('.paperclip-upload-t/d/f', 0o644, 0n, memSource('f'), 1n);
+  g.rename('.paperclip-upload-t/d', '.paperclip-upload-t/e');
+  fails(() => g.writeFile('.paperclip-upload-t/d/g', 0o644, 0n, memSource('g'), 1n), 'not-found');
+  g.writeFile('.paperclip-upload-t/e/g', 0o644, 0n, memSource('g'), 1n);
+  assert.deepEqual(fs.readdirSync(inGrant('.paperclip-upload-t', 'e')).sort(), ['f', 'g']);
+  // A tree other users may enter: another host process swaps a directory for a symlink out.
+  g.mkdir('.paperclip-upload-open', 0o755);
+  g.mkdir('.paperclip-upload-open/d', 0o755);
+  g.writeFile('.paperclip-upload-open/d/f', 0o644, 0n, memSource('f'), 1n);
+  fs.renameSync(inGrant('.paperclip-upload-open', 'd'), inGrant('.paperclip-upload-open', 'aside'));
+  fs.symlinkSync(outside, inGrant('.paperclip-upload-open', 'd'));
+  fails(() => g.writeFile('.paperclip-upload-open/d/g', 0o644, 0n, memSource('g'), 1n), 'not-permitted');
+  assert.deepEqual(fs.readdirSync(outside).sort(), ['secret', 'x']);
+  // Widening the private tree stops keeping its fds, as swapping it in does.
+  g.setMode('.paperclip-upload-t', 0o755);
+  fs.renameSync(inGrant('.paperclip-upload-t', 'e'), inGrant('.paperclip-upload-t', 'aside'));
+  fs.symlinkSync(outside, inGrant('.paperclip-upload-t', 'e'));
+  fails(() => g.writeFile('.paperclip-upload-t/e/h', 0o644, 0n, memSource('h'), 1n), 'not-permitted');
+  assert.deepEqual(fs.readdirSync(outside).sort(), ['secret', 'x']);
+  g.close();
+  assert.equal(fdCount(), before);
+});
+
 test('removeScratch removes only the very entries created, without a grant', () => {
   const calls = [];
   const g = grant({ onScratch: (name, dev, ino) => calls.push({ name, dev, ino }) });

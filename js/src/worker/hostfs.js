@@ -47,6 +47,7 @@ import { O_PATH, at, checkProcFd, components, fsError, notPermitted, openDir, re
 import { SCRATCH_PREFIX } from '../confine.js';
 import { guarded } from './hostfs-errors.js';
 import { decode, entryChange, entryTimes, kindOf, metadata, split, toTime } from './hostfs-metadata.js';
+import { StagingDirs } from './staging-dirs.js';
 import { InputStream, OutputStream } from './streams.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
@@ -59,6 +60,9 @@ const BIG = { bigint: true };
 
 /** A name of ours beside a grant, unique across processes and worker threads. */
 const hostScratchName = (what) => `${SCRATCH_PREFIX}-${what}-${process.pid}-${randomBytes(6).toString('hex')}`;
+
+/** Whether `path` names scratch at the grant's top level. */
+const isTopScratch = (path) => !path.includes('/') && path.startsWith(SCRATCH_PREFIX);
 
 // ---- streams ---------------------------------------------------------------
 
@@ -133,6 +137,8 @@ export class GrantedDir {
   /** Dereference symlinks wherever they lead (`tar -h`; read-only grants only). */
   #follow;
   #onScratch;
+  /** Directory fds kept for the tree a sync-out stages (see staging-dirs.js). */
+  #staging = new StagingDirs();
 
   /**
    * Opens the grant. Throws an Error (a host bug, not a component error) for
@@ -168,6 +174,7 @@ export class GrantedDir {
 
   /** Closes the grant's fds; idempotent (jco's drop, then the worker's cleanup). */
   close() {
+    this.#staging.drop();
     for (const fd of [this.#fd, this.#parent]) {
       if (fd === null || fd < 0) continue;
       try {
@@ -253,7 +260,7 @@ export class GrantedDir {
       try {
         const moved = copy(src, fd, len, path);
         // Node cannot leave the atime alone (no UTIME_OMIT): it is written back as it is.
-        if (moved === len) futimesSync(fd, toTime(...split(fstatSync(fd, BIG).atimeNs)), toTime(mtimeSec, 0));
+        if (moved === len) futimesSync(fd, fstatSync(fd).atimeMs / 1000, toTime(mtimeSec, 0));
         return moved;
       } finally {
         closeSync(fd);
@@ -269,6 +276,7 @@ export class GrantedDir {
         this.#noteScratch(path, fd);
         // Through the fd: exactly the directory just made, even one with no search permission.
         chmodSync(at(fd), mode & 0o777);
+        if (isTopScratch(path)) this.#staging.adopt(path, fd);
       } finally {
         closeSync(fd);
       }
@@ -284,10 +292,14 @@ export class GrantedDir {
   }
 
   rename(src, dst) {
-    this.#between(src, dst, renameSync);
+    this.#changing([src, dst], () => this.#between(src, dst, renameSync));
   }
 
   setMode(path, mode) {
+    this.#changing([path], () => this.#setMode(path, mode));
+  }
+
+  #setMode(path, mode) {
     this.#mut(path, (dir, leaf) => {
       const fd = openSync(at(dir, leaf), O_PATH | O_NOFOLLOW);
       try {
@@ -309,10 +321,12 @@ export class GrantedDir {
   }
 
   remove(path) {
-    this.#mut(path, (dir, leaf) => {
-      if (leaf === '.') throw notPermitted('refusing to remove the granted directory itself');
-      removeEntry(dir, leaf, path);
-    });
+    this.#changing([path], () =>
+      this.#mut(path, (dir, leaf) => {
+        if (leaf === '.') throw notPermitted('refusing to remove the granted directory itself');
+        removeEntry(dir, leaf, path);
+      }),
+    );
   }
 
   sync(path) {
@@ -329,8 +343,10 @@ export class GrantedDir {
   }
 
   replaceWith(staged) {
+    // The staged tree becomes the grant: walk it afresh.
+    this.#staging.drop();
     this.#mut(staged, () => {
-      if (staged.includes('/') || !staged.startsWith(SCRATCH_PREFIX)) {
+      if (!isTopScratch(staged)) {
         throw notPermitted(`${JSON.stringify(staged)} is not a scratch directory at the top of the grant`);
       }
       if (this.#parent === null) throw notPermitted(`the directory holding ${this.path} cannot be opened`);
@@ -416,13 +432,25 @@ export class GrantedDir {
       const root = this.#fd;
       if (names.length === 0) return fn(root, '.');
       if (this.#follow) return fn(root, path);
-      const dir = walk(root, names.slice(0, -1), path);
+      const dirs = names.slice(0, -1);
+      const kept = this.#staging.dir(dirs, () => walk(root, dirs, path));
+      if (kept !== undefined) return fn(kept, names.at(-1));
+      const dir = walk(root, dirs, path);
       try {
         return fn(dir, names.at(-1));
       } finally {
         if (dir !== root) closeSync(dir);
       }
     });
+  }
+
+  /** Runs `fn`, which moves, removes or chmods `paths`: fds kept for the staged tree they lie in go. */
+  #changing(paths, fn) {
+    try {
+      return fn();
+    } finally {
+      if (paths.some((p) => this.#staging.holds(p))) this.#staging.drop();
+    }
   }
 
   /** `#in` for a mutation: the grant must be writable. */
@@ -521,7 +549,7 @@ export class GrantedDir {
 
   /** Reports `path`, just created as `fd`, to the host when it is scratch at the grant's top level. */
   #noteScratch(path, fd) {
-    if (path.includes('/') || !path.startsWith(SCRATCH_PREFIX)) return;
+    if (!isTopScratch(path)) return;
     const { dev, ino } = fstatSync(fd, BIG);
     this.#onScratch(path, dev, ino);
   }
