@@ -124,6 +124,16 @@ function copy(src, fd, len, path) {
   return moved;
 }
 
+/** `{fd, stat}`: `fd` and its bigint fstat; `fd` is closed if the fstat fails. */
+function withStat(fd) {
+  try {
+    return { fd, stat: fstatSync(fd, BIG) };
+  } catch (e) {
+    closeSync(fd);
+    throw e;
+  }
+}
+
 // ---- the grant -------------------------------------------------------------
 
 export class GrantedDir {
@@ -204,15 +214,14 @@ export class GrantedDir {
   }
 
   statFollow(path) {
-    return this.#in(path, (dir, leaf) => this.#resolved(dir, leaf, path, 0, (fd) => metadata(fstatSync(fd, BIG))));
+    return this.#in(path, (dir, leaf) => this.#resolved(dir, leaf, path, 0, (fd, st) => metadata(st)));
   }
 
   statChange(path, follow) {
     const name = path.slice(path.lastIndexOf('/') + 1);
     if (!follow) return this.#in(path, (dir, leaf) => entryChange(dir, leaf, name));
     return this.#in(path, (dir, leaf) =>
-      this.#resolved(dir, leaf, path, 0, (fd) => {
-        const st = fstatSync(fd, BIG);
+      this.#resolved(dir, leaf, path, 0, (fd, st) => {
         const [ctimeSec, ctimeNsec] = split(st.ctimeNs);
         return { name, metadata: metadata(st), ctimeSec, ctimeNsec };
       }),
@@ -242,8 +251,7 @@ export class GrantedDir {
   /** A regular file opened for reading under open-read's rules, with its bigint fstat: `{fd, stat}`. */
   openFd(path) {
     return this.#in(path, (dir, leaf) =>
-      this.#resolved(dir, leaf, path, 0, (fd) => {
-        const stat = fstatSync(fd, BIG);
+      this.#resolved(dir, leaf, path, 0, (fd, stat) => {
         if (!stat.isFile()) throw fsError('io', `${path} is not a regular file`);
         return { fd: openSync(at(fd), O_RDONLY | O_NONBLOCK), stat };
       }),
@@ -464,11 +472,14 @@ export class GrantedDir {
     this.#mut(from, (fromDir, fromLeaf) => this.#in(to, (toDir, toLeaf) => op(at(fromDir, fromLeaf), at(toDir, toLeaf))));
   }
 
-  /** Runs `fn` on an O_PATH fd (opened with `flags`) of what `leaf` in `dir` names: see #openResolved. */
+  /**
+   * Runs `fn(fd, stat)` on an O_PATH fd (opened with `flags`) of what
+   * `leaf` in `dir` names, and its bigint fstat: see #openResolved.
+   */
   #resolved(dir, leaf, path, flags, fn) {
-    const fd = this.#openResolved(at(dir, leaf), path, flags);
+    const { fd, stat } = this.#openResolved(at(dir, leaf), path, flags);
     try {
-      return fn(fd);
+      return fn(fd, stat);
     } finally {
       closeSync(fd);
     }
@@ -476,17 +487,29 @@ export class GrantedDir {
 
   /**
    * An O_PATH fd of `entry`, a final symlink followed: only to inside the
-   * grant, unless the grant follows links anywhere.
+   * grant, unless the grant follows links anywhere. With its bigint fstat:
+   * `{fd, stat}`.
    */
   #openResolved(entry, path, flags) {
-    if (this.#follow) return openSync(entry, O_PATH | flags);
-    // Not a symlink: the confined walk reached it. (Were it swapped for one
-    // meanwhile, O_NOFOLLOW would hold the link itself, never its target.)
-    if (!lstatSync(entry).isSymbolicLink()) return openSync(entry, O_PATH | O_NOFOLLOW | flags);
+    if (this.#follow) return withStat(openSync(entry, O_PATH | flags));
+    // The entry itself first: not a symlink, the confined walk reached it.
+    // (No lstat before: whatever it is by then, O_NOFOLLOW holds it, never
+    // a symlink's target.)
+    let own = null;
+    try {
+      own = withStat(openSync(entry, O_PATH | O_NOFOLLOW | flags));
+    } catch (e) {
+      // With O_DIRECTORY, O_NOFOLLOW reports a symlink as ENOTDIR: followed below.
+      if (e.code !== 'ENOTDIR' || !lstatSync(entry).isSymbolicLink()) throw e;
+    }
+    if (own !== null) {
+      if (!own.stat.isSymbolicLink()) return own;
+      closeSync(own.fd);
+    }
     const fd = openSync(entry, O_PATH | flags);
     try {
       if (!this.#inside(fd, path)) throw notPermitted(`${path}: a symlink leads outside ${this.path}`);
-      return fd;
+      return withStat(fd);
     } catch (e) {
       closeSync(fd);
       throw e;
