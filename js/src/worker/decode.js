@@ -6,8 +6,7 @@
 // once the component has read what the last one made: the decoded bytes
 // held here stay within a few MiB, whatever the stream.
 
-import { Gunzip } from 'fflate';
-import { Decompress as ZstdDecompress } from 'fzstd';
+import { fflate, fzstd } from './codecs.js';
 import { ZstdFrames } from './zstd-frames.js';
 
 /**
@@ -50,7 +49,7 @@ export class Decoder {
       if (final) this.complete = true;
     };
     if (codec === 'gzip') {
-      const gunzip = new Gunzip(sink);
+      const gunzip = new (fflate().Gunzip)(sink);
       this.engine = gunzip;
       this.cut = (bytes) => {
         // `p` is fflate 0.8's pending input.
@@ -60,7 +59,7 @@ export class Decoder {
         return Math.min(bytes.length, GZIP_SLICE);
       };
     } else {
-      this.engine = new ZstdDecompress(sink);
+      this.engine = new (fzstd().Decompress)(sink);
       const frames = new ZstdFrames();
       this.cut = (bytes) => frames.cut(bytes, ZSTD_BLOCKS);
     }

@@ -11,9 +11,9 @@
 // Decoding is bounded, step by step, by what the component reads (decode.js).
 
 import { closeSync, fstatSync, readSync } from 'node:fs';
-import { Gzip } from 'fflate';
 import { MSG, WINDOW } from '../protocol.js';
 import { send, on, off, wait, poll } from './channel.js';
+import { fflate } from './codecs.js';
 import { Decoder, take } from './decode.js';
 import { InputStream, OutputStream } from './streams.js';
 
@@ -201,7 +201,7 @@ class Exec {
     if (!settings.stdinEnds) throw 'stdin cannot end on this transport';
     if (codec !== 'gzip') throw `${codec} compression is not available in this Node host`;
     const out = [];
-    const gzip = new Gzip({ level: 1 });
+    const gzip = new (fflate().Gzip)({ level: 1 });
     gzip.ondata = (chunk) => out.push(chunk);
     this.encoder = { gzip, out, plain: 0, wire: 0, busy: 0n };
   }
