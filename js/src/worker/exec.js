@@ -122,8 +122,10 @@ class Exec {
    */
   queueRaw(bytes) {
     if (bytes.length === 0) return;
-    if (this.batched === 0 && bytes.length >= STDIN_BATCH) {
-      // Our own copy: the caller's view may be wasm memory.
+    if (bytes.length >= STDIN_BATCH) {
+      // A big file's chunk goes whole, after what is queued. Our own copy:
+      // the caller's view may be wasm memory.
+      this.flushStdin();
       this.post(bytes.slice());
       return;
     }
