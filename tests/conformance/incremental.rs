@@ -357,26 +357,6 @@ fn a_file_inside_a_directory_target_lands_on_every_resync(u: Env) {
     }
 }
 
-/// What a directory target is, entry by entry: type, contents, modes
-/// (directories' too) and link targets.
-fn shape(root: &Path) -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    walk(root, &mut |p| {
-        let rel = p.strip_prefix(root).unwrap().display().to_string();
-        let m = std::fs::symlink_metadata(p).unwrap();
-        let what = if m.is_symlink() {
-            format!("link {:?}", std::fs::read_link(p).unwrap())
-        } else if m.is_dir() {
-            format!("dir {:o}", mode(p))
-        } else {
-            format!("file {:o} {:?}", mode(p), std::fs::read(p).unwrap())
-        };
-        out.push((rel, what));
-    });
-    out.sort();
-    out
-}
-
 /// An unchanged re-sync leaves its target as it was: no entry rewritten,
 /// not even a directory's attributes set again (its ctime stays). Every
 /// change of shape that leaves each file as it was still lands as a full
@@ -425,7 +405,7 @@ fn an_unchanged_tree_is_left_untouched(u: Env) {
     assert_eq!(ctimes(), before, "an unchanged re-sync touched its target");
     full(&sb);
 
-    let edits: [(&str, &dyn Fn(&Sandbox)); 5] = [
+    let edits: [Edit<'_>; 5] = [
         ("a host directory's mode", &|sb| {
             let a = sb.host.join("src/a");
             std::fs::set_permissions(a, std::fs::Permissions::from_mode(0o700)).unwrap();

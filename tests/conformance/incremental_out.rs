@@ -122,6 +122,127 @@ fn resync_out_lands_what_a_full_sync_lands(u: Env) {
     }
 }
 
+/// An unchanged re-sync leaves the host target as it was: nothing linked
+/// anew, swapped or unlinked (no ctime moves) and its record kept, so the
+/// next one keeps as much. Every change of shape that leaves each file as
+/// it was still lands as a full sync-out lands it: a sandbox directory's
+/// mode, an empty directory added or removed, a symlink retargeted, and a
+/// symlink, a FIFO and a directory added, or a directory's mode changed,
+/// in the host target.
+fn an_unchanged_target_is_left_untouched(u: Env) {
+    if !keeps(u) {
+        return;
+    }
+    let sb = Sandbox::new(u);
+    for i in 0..5 {
+        write_old(
+            &sb,
+            &format!("a/f{i}.txt"),
+            format!("line {i}\n").as_bytes(),
+        );
+    }
+    write_old(&sb, "b/deep/x.bin", &incompressible(40_000));
+    std::fs::create_dir_all(sb.remote_on_host("proj/empty")).unwrap();
+    sb.give_to_sandbox(&sb.remote_on_host("proj/empty"));
+    sb.plant_symlink("proj/link", "a/f1.txt");
+    settle();
+    let target = sb.host.join("back");
+    let m = dir_out(sb.remote("proj"), &target);
+    let out = |sb: &Sandbox| {
+        let mut opts = sb.options();
+        opts.incremental = true;
+        sb.sync_out_with(&[op("out", vec![m.clone()])], &opts)
+            .expect("sync-out")
+    };
+    let full = |sb: &Sandbox| {
+        let fresh = sb.host.join("full");
+        let _ = std::fs::remove_dir_all(&fresh);
+        let mut opts = sb.options();
+        opts.incremental = false;
+        sb.sync_out_with(
+            &[op("full", vec![dir_out(sb.remote("proj"), &fresh)])],
+            &opts,
+        )
+        .expect("full sync-out");
+        assert_eq!(shape(&target), shape(&fresh));
+    };
+    // The target itself is not swapped; its staging dir comes and goes
+    // inside it, which moves its own ctime.
+    let ctimes = || {
+        let c = |rel: &str| {
+            let m = std::fs::symlink_metadata(target.join(rel)).unwrap();
+            (m.ino(), m.ctime(), m.ctime_nsec())
+        };
+        let top = std::fs::metadata(&target).unwrap().ino();
+        (
+            top,
+            ["a", "b/deep", "a/f1.txt", "b/deep/x.bin", "link"].map(c),
+        )
+    };
+    // The first sync-out into an empty local target records on the next.
+    for _ in 0..2 {
+        out(&sb);
+    }
+    let before = ctimes();
+    let again = out(&sb);
+    // The link is always sent (it is no file); nothing else.
+    assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    assert_eq!(ctimes(), before, "an unchanged re-sync touched its target");
+    full(&sb);
+
+    let edits: [Edit<'_>; 6] = [
+        ("a sandbox directory's mode", &|sb| {
+            let a = sb.remote_on_host("proj/a");
+            std::fs::set_permissions(a, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }),
+        ("an empty directory added", &|sb| {
+            let d = sb.remote_on_host("proj/b/new");
+            std::fs::create_dir(&d).unwrap();
+            sb.give_to_sandbox(&d);
+        }),
+        ("an empty directory removed", &|sb| {
+            std::fs::remove_dir(sb.remote_on_host("proj/empty")).unwrap();
+        }),
+        ("a symlink retargeted", &|sb| {
+            std::fs::remove_file(sb.remote_on_host("proj/link")).unwrap();
+            sb.plant_symlink("proj/link", "a/f2.txt");
+        }),
+        ("a symlink, a FIFO and a directory the host added", &|sb| {
+            let back = sb.host.join("back");
+            symlink("f1.txt", back.join("a/extra")).unwrap();
+            rustix::fs::mknodat(
+                rustix::fs::CWD,
+                back.join("b/fifo"),
+                rustix::fs::FileType::Fifo,
+                rustix::fs::Mode::from_raw_mode(0o644),
+                0,
+            )
+            .unwrap();
+            std::fs::create_dir(back.join("stray")).unwrap();
+        }),
+        ("a host directory's mode", &|sb| {
+            let d = sb.host.join("back/b");
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700)).unwrap();
+        }),
+    ];
+    for (what, edit) in edits {
+        edit(&sb);
+        out(&sb);
+        assert_eq!(
+            shape(&sb.remote_on_host("proj")),
+            shape(&target),
+            "after {what}"
+        );
+        full(&sb);
+    }
+    out(&sb);
+    let before = ctimes();
+    let again = out(&sb);
+    assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+    assert_eq!(ctimes(), before, "an unchanged re-sync touched its target");
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 /// An unchanged re-sync moves no file but those always sent, and the kept
 /// files are the old target's, linked (no byte copied).
 fn unchanged_resync_out_moves_almost_nothing(u: Env) {
@@ -351,6 +472,7 @@ fn a_big_listing_keeps_as_well(u: Env) {
 }
 
 for_each_userland!(
+    an_unchanged_target_is_left_untouched,
     a_big_listing_keeps_as_well,
     fixed_mtimes_in_the_sandbox_never_hide_new_bytes,
     a_host_edit_that_hides_is_replaced,

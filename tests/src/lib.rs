@@ -237,6 +237,34 @@ pub fn assert_same_tree(a: &std::path::Path, b: &std::path::Path) {
     }
 }
 
+/// A named change to make to a sandbox or its host, for tests that try
+/// several in turn.
+pub type Edit<'a> = (&'a str, &'a dyn Fn(&Sandbox));
+
+/// What a directory target is, entry by entry: type, contents, modes
+/// (directories' too) and link targets.
+pub fn shape(root: &Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk(root, &mut |p| {
+        let rel = p
+            .strip_prefix(root)
+            .expect("walked under root")
+            .display()
+            .to_string();
+        let m = std::fs::symlink_metadata(p).expect("lstat");
+        let what = if m.is_symlink() {
+            format!("link {:?}", std::fs::read_link(p).expect("readlink"))
+        } else if m.is_dir() {
+            format!("dir {:o}", mode(p))
+        } else {
+            format!("file {:o} {:?}", mode(p), std::fs::read(p).expect("read"))
+        };
+        out.push((rel, what));
+    });
+    out.sort();
+    out
+}
+
 /// Options for a sync into or out of `remote`: the defaults, with the
 /// transport compression `SANDBOX_SYNC_COMPRESS` names (`auto`, `gzip`,
 /// `zstd`, `none`) and incremental sync-in as `SANDBOX_SYNC_INCREMENTAL`

@@ -256,6 +256,19 @@ impl TreePolicy {
             })
     }
 
+    /// Every directory but the root, with the mode an explicit member
+    /// declared (none: only implied by the members under it).
+    pub fn dirs(&self) -> impl Iterator<Item = (NodeId, Option<u32>)> + '_ {
+        self.nodes
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter_map(|(i, n)| match n.kind {
+                Kind::Dir { mode } => Some((i as NodeId, mode)),
+                _ => None,
+            })
+    }
+
     /// Every explicitly declared directory with its mode, deepest first (so
     /// a directory made read-only never blocks setting its children).
     pub fn dir_modes(&self) -> Vec<(NodeId, u32)> {

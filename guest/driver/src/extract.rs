@@ -37,6 +37,22 @@ pub struct Kept {
     pub inode: u64,
 }
 
+/// What a directory target held when its listing was judged (see
+/// [`stage_dir`]): every directory below its top with its permission
+/// bits, every symlink with its target, and how many regular files and
+/// other entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Held {
+    /// Directories by relative path, with `mode & 0o7777`.
+    pub dirs: std::collections::HashMap<String, u32>,
+    /// Symlinks by relative path, with their targets.
+    pub links: std::collections::HashMap<String, String>,
+    /// Regular files.
+    pub files: usize,
+    /// Entries of any other type (FIFOs, sockets, devices).
+    pub others: usize,
+}
+
 /// Where archive bytes come from: a byte source that can also move content
 /// straight into a host file.
 pub trait ArchiveInput: Source {
@@ -110,6 +126,9 @@ pub enum Staged {
         /// The staged tree's name in the grant.
         staging: String,
     },
+    /// Nothing: the target already is what the archive and the kept files
+    /// make (see [`stage_dir`]).
+    Unchanged,
 }
 
 impl<'a> Pending<'a> {
@@ -137,6 +156,7 @@ impl<'a> Pending<'a> {
                 .grant
                 .replace_with(staging)
                 .map_err(|e| fs("replace", &self.target, e)),
+            Staged::Unchanged => Ok(()),
         };
         if done.is_err() {
             self.discard();
@@ -149,6 +169,7 @@ impl<'a> Pending<'a> {
         let name = match &self.staged {
             Staged::File { tmp, .. } => tmp,
             Staged::Dir { staging } => staging,
+            Staged::Unchanged => return,
         };
         let _ = self.grant.remove(name);
     }
@@ -181,7 +202,7 @@ pub fn receive_dir<I: ArchiveInput>(
     m: &FileMapping,
     limits: Limits,
 ) -> Result<(u64, Option<u64>), SyncError> {
-    let (files, bytes, pending) = stage_dir(input, grant, m, limits, &[])?;
+    let (files, bytes, pending) = stage_dir(input, grant, m, limits, &[], None)?;
     pending.commit()?;
     Ok((files, bytes))
 }
@@ -272,6 +293,11 @@ pub fn expect_empty<I: ArchiveInput>(
 /// target is untouched and the staging dir removed. The files counted are
 /// those the archive brought.
 ///
+/// Where the target `held` (when judged) exactly what the swap would put
+/// there (see [`extract`]), and has the mode it would get, nothing is
+/// staged ([`Staged::Unchanged`]): an unchanged tree is not linked anew,
+/// swapped and unlinked file by file.
+///
 /// # Errors
 /// The archive's policy, the guards, or a host write failure.
 pub fn stage_dir<'a, I: ArchiveInput>(
@@ -280,38 +306,51 @@ pub fn stage_dir<'a, I: ArchiveInput>(
     m: &FileMapping,
     limits: Limits,
     kept: &[Kept],
+    held: Option<&Held>,
 ) -> Result<(u64, Option<u64>, Pending<'a>), SyncError> {
     let excluder = Excluder::new(&m.exclude)?;
+    // The target keeps its mode unless the mapping names one.
+    let top = grant
+        .stat("")
+        .map(|meta| meta.mode & 0o777)
+        .map_err(|e| fs("stat", &m.target_path, e))?;
+    let mode = m.mode.unwrap_or(top);
+    let held = held.filter(|_| mode == top);
     let staging = crate::scratch::fresh();
     grant
         .mkdir(&staging, BUILD_DIR_MODE)
         .map_err(|e| fs("create staging in", &m.target_path, e))?;
-    let result = extract(
-        input,
+    let into = Staging {
         grant,
-        &staging,
-        &excluder,
-        limits,
-        &m.target_path,
-        kept,
-    )
-    .and_then(|files| {
-        // The target keeps its mode unless the mapping names one; either
-        // way it is on the staged tree before the tree is visible.
-        let mode = match m.mode {
-            Some(mode) => mode,
-            None => grant
-                .stat("")
-                .map(|meta| meta.mode & 0o777)
-                .map_err(|e| fs("stat", &m.target_path, e))?,
-        };
-        grant
-            .set_mode(&staging, mode)
-            .map_err(|e| fs("chmod", &m.target_path, e))?;
-        Ok(files)
+        dir: &staging,
+        target: &m.target_path,
+    };
+    let result = extract(input, &into, &excluder, limits, kept, held).and_then(|x| {
+        // The mode is on the staged tree before the tree is visible.
+        if !x.unchanged {
+            grant
+                .set_mode(&staging, mode)
+                .map_err(|e| fs("chmod", &m.target_path, e))?;
+        }
+        Ok(x)
     });
     match result {
-        Ok(files) => Ok((
+        Ok(Extracted {
+            files,
+            unchanged: true,
+        }) => {
+            let _ = grant.remove(&staging);
+            Ok((
+                files,
+                None,
+                Pending {
+                    grant,
+                    staged: Staged::Unchanged,
+                    target: m.target_path.clone(),
+                },
+            ))
+        }
+        Ok(Extracted { files, .. }) => Ok((
             files,
             None,
             Pending {
@@ -327,25 +366,46 @@ pub fn stage_dir<'a, I: ArchiveInput>(
     }
 }
 
-/// Extracts one archive into `staging` (a fresh, empty directory inside the
-/// grant). Directories are built `0700` and get their modes last, symlinks
-/// are created only once the whole tree passed policy. Returns the files
-/// the archive brought.
+/// A fresh, empty directory inside a grant that an archive is extracted
+/// into, and the target it stands for (in messages).
+pub struct Staging<'s> {
+    /// The grant it lies in.
+    pub grant: &'s GrantedDir,
+    /// Its name in the grant.
+    pub dir: &'s str,
+    /// The target's path as the request names it.
+    pub target: &'s str,
+}
+
+/// Extracts one archive into `into`. Directories are built `0700` and get
+/// their modes last, symlinks are created only once the whole tree passed
+/// policy. Returns the files the archive brought.
 ///
-/// Each of `kept` (files of the old target, beside `staging` in the grant)
-/// then joins the tree, hard-linked (copied where the host cannot link),
-/// where the archive brought its directory: the archive, not the listing
-/// the sandbox gave before it, decides the tree's shape, and a kept file
-/// passes the same policy as a member (a duplicate is refused).
+/// Each of `kept` (files of the old target, beside the staging dir in the
+/// grant) then joins the tree, hard-linked (copied where the host cannot
+/// link), where the archive brought its directory: the archive, not the
+/// listing the sandbox gave before it, decides the tree's shape, and a
+/// kept file passes the same policy as a member (a duplicate is refused).
+///
+/// Unless the target `held` something else: where it held exactly the
+/// archive's directories (with the modes they would get) and symlinks,
+/// the archive brought nothing else, and every regular file it held is
+/// kept (each checked to be still the file judged), the staged tree would
+/// be the target over again: then nothing is linked, and the staged tree
+/// is left as it is, `unchanged`, to be removed.
 pub fn extract<I: ArchiveInput>(
     input: &mut I,
-    grant: &GrantedDir,
-    staging: &str,
+    into: &Staging<'_>,
     excluder: &Excluder,
     limits: Limits,
-    target: &str,
     kept: &[Kept],
-) -> Result<u64, SyncError> {
+    held: Option<&Held>,
+) -> Result<Extracted, SyncError> {
+    let Staging {
+        grant,
+        dir: staging,
+        target,
+    } = *into;
     let mut parser = Parser::new(limits);
     let mut tree = TreePolicy::new(limits.max_entries);
     let at = |p: &str| format!("{staging}/{p}");
@@ -393,8 +453,8 @@ pub fn extract<I: ArchiveInput>(
             }
         }
     }
-    let brought = tree.non_directories() as u64;
-    let mut linked: std::collections::BTreeMap<&str, Vec<&Kept>> = Default::default();
+    let brought = tree.non_directories();
+    let mut by_parent: std::collections::BTreeMap<&str, Vec<&Kept>> = Default::default();
     for k in kept {
         let (parent, _) = k.path.rsplit_once('/').unwrap_or(("", &k.path));
         if !tree.is_dir(parent) {
@@ -407,12 +467,28 @@ pub fn extract<I: ArchiveInput>(
             mode: k.mode,
             mtime: k.mtime,
         })?;
+        by_parent.entry(parent).or_default().push(k);
+    }
+    let placed = by_parent.values().map(Vec::len).sum::<usize>();
+    if placed == kept.len() && held.is_some_and(|h| holds_all(h, &tree, brought, placed)) {
+        if let Some(k) = changed_kept(grant, "", target, &by_parent)? {
+            return Err(changed(target, k));
+        }
+        return Ok(Extracted {
+            files: brought as u64,
+            unchanged: true,
+        });
+    }
+    for k in by_parent.values().flatten() {
         grant
             .hard_link(&k.path, &at(&k.path))
             .map_err(|err| fs("link the kept", &join(target, &k.path), err))?;
-        linked.entry(parent).or_default().push(k);
     }
-    check_kept(grant, staging, target, &linked)?;
+    if let Some(k) = changed_kept(grant, staging, target, &by_parent)? {
+        // What was linked may be a symlink now: it goes first.
+        let _ = grant.remove(&at(&k.path));
+        return Err(changed(target, k));
+    }
     for (node, t) in tree.symlinks() {
         let path = tree.path(node);
         grant
@@ -425,26 +501,70 @@ pub fn extract<I: ArchiveInput>(
             .set_mode(&at(&path), (mode & HOST_MASK) | BUILD_DIR_MODE)
             .map_err(|err| fs("chmod", &join(target, &path), err))?;
     }
-    Ok(brought)
+    Ok(Extracted {
+        files: brought as u64,
+        unchanged: false,
+    })
 }
 
-/// Kept files were put in the staged tree as hard links to the old
-/// target's (no byte moves; kept files lie on the grant's filesystem):
-/// each must be the very file judged unchanged. A host process that
-/// swapped one meanwhile (for a symlink, say, which a link would copy as a
-/// link) fails the call: the sandbox did not send it. One listing per
-/// directory (`linked`: kept files by parent) rather than a stat a file.
-fn check_kept(
+/// What [`extract`] did.
+pub struct Extracted {
+    /// The files (and symlinks) the archive brought.
+    pub files: u64,
+    /// The target already is the staged tree (see [`extract`]).
+    pub unchanged: bool,
+}
+
+/// Whether the target, as `held`, is exactly the `tree` an archive brought
+/// (`brought` non-directories) with `kept` regular files added: the same
+/// directories with the modes extraction gives them, the same symlinks,
+/// nothing else, and every regular file kept.
+fn holds_all(held: &Held, tree: &TreePolicy, brought: usize, kept: usize) -> bool {
+    let links = tree.symlinks().count();
+    if held.others != 0
+        || held.files != kept
+        || brought != links
+        || held.links.len() != links
+        || held.dirs.len() != tree.dirs().count()
+    {
+        return false;
+    }
+    let dirs_same = tree.dirs().all(|(node, mode)| {
+        let made = mode.map_or(BUILD_DIR_MODE, |m| (m & HOST_MASK) | BUILD_DIR_MODE);
+        held.dirs.get(&tree.path(node)) == Some(&made)
+    });
+    dirs_same
+        && tree
+            .symlinks()
+            .all(|(node, t)| held.links.get(&tree.path(node)).map(String::as_str) == Some(t))
+}
+
+fn changed(target: &str, k: &Kept) -> SyncError {
+    SyncError::SourceChanged(format!(
+        "the host target file {} changed during the sync",
+        join(target, &k.path)
+    ))
+}
+
+/// The first of `kept` (by parent directory, in `base` of the grant: a
+/// staged tree, or `""`, the target itself) that is no longer the very
+/// file judged unchanged. Kept files are put in the staged tree as hard
+/// links to the old target's (no byte moves; kept files lie on the
+/// grant's filesystem); a host process that swapped one meanwhile (for a
+/// symlink, say, which a link would copy as a link) fails the call: the
+/// sandbox did not send it. One listing per directory rather than a stat
+/// a file.
+fn changed_kept<'k>(
     grant: &GrantedDir,
-    staging: &str,
+    base: &str,
     target: &str,
-    linked: &std::collections::BTreeMap<&str, Vec<&Kept>>,
-) -> Result<(), SyncError> {
-    for (parent, files) in linked {
-        let dir = if parent.is_empty() {
-            staging.to_owned()
-        } else {
-            format!("{staging}/{parent}")
+    by_parent: &std::collections::BTreeMap<&str, Vec<&'k Kept>>,
+) -> Result<Option<&'k Kept>, SyncError> {
+    for (parent, files) in by_parent {
+        let dir = match (base.is_empty(), parent.is_empty()) {
+            (_, true) => base.to_owned(),
+            (true, false) => (*parent).to_owned(),
+            (false, false) => format!("{base}/{parent}"),
         };
         let entries = grant
             .read_dir_change(&dir)
@@ -453,7 +573,7 @@ fn check_kept(
             .iter()
             .map(|e| (e.name.as_str(), &e.metadata))
             .collect();
-        for k in files {
+        for &k in files {
             let (_, name) = split_parent(&k.path);
             let same = by_name.get(name).is_some_and(|m| {
                 m.kind == EntryKind::File
@@ -462,15 +582,11 @@ fn check_kept(
                     && m.size == k.size
             });
             if !same {
-                let _ = grant.remove(&format!("{staging}/{}", k.path));
-                return Err(SyncError::SourceChanged(format!(
-                    "the host target file {} changed during the sync",
-                    join(target, &k.path)
-                )));
+                return Ok(Some(k));
             }
         }
     }
-    Ok(())
+    Ok(None)
 }
 
 fn join(base: &str, rel: &str) -> String {

@@ -40,7 +40,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::errors::fs;
-use sandbox_sync_driver::extract::{Kept, HOST_MASK};
+use sandbox_sync_driver::extract::{Held, Kept, HOST_MASK};
 use sandbox_sync_driver::io::{self, GuardedInput};
 use sandbox_sync_driver::request::Mapping;
 
@@ -68,6 +68,8 @@ pub struct Keeping {
     /// The sandbox's token for each listed file whose identity counts, by
     /// path relative to the source (`f` for a file mapping).
     pub tokens: HashMap<usize, HashMap<String, Token>>,
+    /// What each directory target held, where the walk took stock of it.
+    pub held: HashMap<usize, Held>,
 }
 
 /// Reads the listing of each of `listed` (indices into `targets` and
@@ -160,7 +162,13 @@ pub fn decide(
         let excluder = Excluder::new(&m.exclude)?;
         let facts = facts.get(&k).unwrap_or(&none);
         let held = match m.kind {
-            MappingKind::Directory => held(targets[k], &tokens, &m.target_path)?,
+            MappingKind::Directory => {
+                let (files, all) = held(targets[k], &tokens, &m.target_path)?;
+                if let Some(all) = all {
+                    keeping.held.insert(k, all);
+                }
+                files
+            }
             MappingKind::File => held_file(targets[k], &tokens, &m.target_path)?,
         };
         // A file mapping's target must also have the mode the mapping
@@ -203,13 +211,17 @@ pub fn decide(
     Ok((answer, keeping))
 }
 
+/// Target files at listed paths: path, the listed token, what the walk
+/// found there.
+type Found = Vec<(String, Token, DirEntryChange)>;
+
 /// A file mapping's target, when the sandbox listed its source (as `f`)
 /// and the target is a regular file on the grant's own filesystem.
 fn held_file(
     parent: &GrantedDir,
     tokens: &HashMap<String, Token>,
     target: &str,
-) -> Result<Vec<(String, Token, DirEntryChange)>, SyncError> {
+) -> Result<Found, SyncError> {
     let Some(&t) = tokens.get("f") else {
         return Ok(Vec::new());
     };
@@ -226,14 +238,16 @@ fn held_file(
 }
 
 /// The regular files of `grant` (the target) at paths `tokens` lists, on
-/// the grant's own filesystem (a kept file is hard-linked): a walk that
-/// never follows a symlink and enters only directories a listed path
-/// lies under.
+/// the grant's own filesystem (a kept file is hard-linked), and all the
+/// target holds (see [`Held`]): a walk that never follows a symlink. Past
+/// a bound on what a tree the sandbox listed can hold (twice its files
+/// and 10,000 more) it stops taking stock (`None`), and enters only
+/// directories a listed path lies under.
 fn held(
     grant: &GrantedDir,
     tokens: &HashMap<String, Token>,
     target: &str,
-) -> Result<Vec<(String, Token, DirEntryChange)>, SyncError> {
+) -> Result<(Found, Option<Held>), SyncError> {
     let device = grant
         .stat_change("", false)
         .map_err(|e| fs("stat", target, e))?
@@ -249,20 +263,40 @@ fn held(
         let at = listed.partition_point(|p| *p < under.as_str());
         listed.get(at).is_some_and(|p| p.starts_with(&under))
     };
+    let mut room = tokens.len().saturating_mul(2).saturating_add(10_000);
+    let mut all = Some(Held::default());
     let mut out = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
         let entries = grant
             .read_dir_change(&dir)
             .map_err(|e| fs("list", &format!("{target}/{dir}"), e))?;
+        room = room.saturating_sub(entries.len());
+        if room == 0 {
+            all = None;
+        }
         for e in entries {
             if is_scratch(&dir, &e.name) {
                 continue;
             }
             let path = child(&dir, &e.name);
-            match e.metadata.kind {
-                EntryKind::Directory if holds(&path) => stack.push(path),
-                EntryKind::File if e.metadata.device == device => {
+            let m = &e.metadata;
+            if let Some(h) = all.as_mut() {
+                match m.kind {
+                    EntryKind::Directory => {
+                        h.dirs.insert(path.clone(), m.mode & 0o7777);
+                    }
+                    EntryKind::Symlink => {
+                        let t = m.link_target.clone().unwrap_or_default();
+                        h.links.insert(path.clone(), t);
+                    }
+                    EntryKind::File => h.files += 1,
+                    EntryKind::Other => h.others += 1,
+                }
+            }
+            match m.kind {
+                EntryKind::Directory if all.is_some() || holds(&path) => stack.push(path),
+                EntryKind::File if m.device == device => {
                     if let Some(&t) = tokens.get(&path) {
                         out.push((path, t, e));
                     }
@@ -271,7 +305,7 @@ fn held(
             }
         }
     }
-    Ok(out)
+    Ok((out, all))
 }
 
 /// `name` in `dir` of a walk (`""`: its top), as a path from the top.

@@ -108,6 +108,7 @@ impl<'r, 'a> Receiver<'r, 'a> {
             None => Keeping::default(),
         };
         let kept = std::mem::take(&mut keeping.kept);
+        let held = std::mem::take(&mut keeping.held);
         if channel.offered {
             match read_marker(&mut self.input)? {
                 Marker::Codec(None) => {}
@@ -158,7 +159,14 @@ impl<'r, 'a> Receiver<'r, 'a> {
                     MappingKind::File => stage_file(&mut self.input, self.targets[k], m, limits)?,
                     MappingKind::Directory => {
                         let kept = kept.get(&k).map_or(&[][..], Vec::as_slice);
-                        stage_dir(&mut self.input, self.targets[k], m, limits, kept)?
+                        stage_dir(
+                            &mut self.input,
+                            self.targets[k],
+                            m,
+                            limits,
+                            kept,
+                            held.get(&k),
+                        )?
                     }
                 };
                 self.staged.0.push(Landing {
@@ -212,7 +220,8 @@ struct Landing<'a> {
 /// and the facts after it (the commit unlinks the old tree, which moves
 /// the ctime of a file kept by a link), for the files still exactly as
 /// this sync put them, one clock tick later, so the probe's tick comes
-/// after every change the commit made.
+/// after every change the commit made. A target left unchanged keeps its
+/// record.
 pub fn land(
     results: Result<Vec<OperationResult>, SyncError>,
     staged: Landings<'_>,
@@ -233,12 +242,17 @@ pub fn land(
                     .map(Before::Tree)
             }
             (Some(_), Staged::File { tmp, .. }) => keep::staged_file(grant, tmp).map(Before::File),
+            (Some(_), Staged::Unchanged) => None,
         });
     }
     let mut landed = Vec::with_capacity(staged.len());
     let mut staged = staged.into_iter();
     for l in staged.by_ref() {
-        let (grant, mapping, tokens) = (l.pending.grant(), l.mapping, l.tokens);
+        // An unchanged target's record still says what it is.
+        let tokens = l
+            .tokens
+            .filter(|_| !matches!(l.pending.staged(), Staged::Unchanged));
+        let (grant, mapping) = (l.pending.grant(), l.mapping);
         if let Err(e) = l.pending.commit() {
             staged.for_each(|l| l.pending.discard());
             return Err(e);
