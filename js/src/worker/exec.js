@@ -64,6 +64,7 @@ class Exec {
     this.decoder = null;
     this.batch = null; // stdin bytes queued (see queueRaw), reused
     this.batched = 0;
+    this.readBuffer = null; // send-files' reads, reused
     on(this.id, (m) => this.deliver(m));
     send({
       type: MSG.EXEC,
@@ -349,7 +350,9 @@ class Exec {
     const changed = (what) => ({ tag: 'source-changed', val: `${f.path} ${what} since it was planned` });
     if (!same(stat, f)) throw changed('changed');
     const size = Number(f.size);
-    const buf = new Uint8Array(Math.min(FILE_CHUNK, Math.max(size, 1)));
+    // One buffer for every file (queued bytes are copied): a small one each cost more than its read.
+    this.readBuffer ??= new Uint8Array(FILE_CHUNK);
+    const buf = this.readBuffer;
     let sent = 0;
     while (sent < size) {
       let n;
