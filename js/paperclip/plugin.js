@@ -4,7 +4,7 @@
 // `resolveSyncPodExec` does for a pod.
 
 import { definePlugin } from '@paperclipai/plugin-sdk';
-import { SandboxSyncError, performSyncIn, performSyncOut } from '../src/index.js';
+import { SandboxSyncError, loadProvider, performSyncIn, performSyncOut } from '../src/index.js';
 
 export { SANDBOX_SYNC_CAPABILITIES } from './manifest.js';
 
@@ -59,8 +59,13 @@ export function createSandboxSyncPlugin({ resolveExec, resolveRemoteDir = leaseR
     }
   };
   return definePlugin({
-    async setup() {},
     ...definition,
+    async setup(...args) {
+      // The provider's worker starts with the plugin (~100 ms), not with its
+      // first sync; a failure to start is the first sync's to report.
+      loadProvider().catch(() => {});
+      return definition.setup?.(...args);
+    },
     onEnvironmentSyncIn: sync(performSyncIn),
     onEnvironmentSyncOut: sync(performSyncOut),
   });
