@@ -177,10 +177,12 @@ if (ONLY.has('ONE')) {
 if (ONLY.has('W3')) Object.assign(workloads, both(tree('w3', 10000, 4096), 'W3: 10000 x 4 KiB'));
 
 /**
- * The first call in a fresh Node process: importing the module and one
+ * The first call in a fresh Node process: importing the module, then one
  * 4 KiB file in, timed inside the process (its own startup excluded).
+ * With `warm`, the provider is loaded first (`await loadProvider()`, as
+ * the Paperclip plugin does at its setup) and the call alone is timed.
  */
-function firstCall(modulePath, name) {
+function firstCall(modulePath, name, warm = false) {
   const src = fresh(join(base, 'first-src'));
   writeFileSync(join(src, 'one.bin'), randomFillSync(Buffer.alloc(4096)));
   const remote = join(base, 'remote');
@@ -190,6 +192,7 @@ function firstCall(modulePath, name) {
     `const t0 = performance.now();
     const m = await import(${JSON.stringify(pathToFileURL(modulePath).href)});
     const { localExec } = await import(${JSON.stringify(pathToFileURL(LOCAL_EXEC).href)});
+    ${warm ? 'await m.loadProvider();' : ''}
     const t1 = performance.now();
     await m.performSyncIn({ exec: localExec(), remoteDir: ${JSON.stringify(remote)}, timeoutMs: ${TIMEOUT_MS},
       operations: [{ operationId: 'first', files: [{ sourcePath: ${JSON.stringify(join(src, 'one.bin'))}, targetPath: ${JSON.stringify(`${remote}/one.bin`)}, kind: 'file' }] }] });
@@ -229,21 +232,34 @@ for (const [name, w] of Object.entries(workloads)) {
 }
 
 if (ONLY.has('FIRST')) {
-  const first = { js: firstCall(PACKAGE, 'js'), ...(seed ? { seed: firstCall(SEED, 'seed') } : {}) };
-  const times = { cli: [], seed: [], js: [], seedLoad: [], jsLoad: [] };
+  const programs = {
+    js: firstCall(PACKAGE, 'js'),
+    jsWarm: firstCall(PACKAGE, 'js-warm', true),
+    ...(seed ? { seed: firstCall(SEED, 'seed') } : {}),
+  };
+  const times = { cli: [], seed: [], js: [], jsWarm: [], seedImport: [], jsImport: [], seedCall: [] };
   const remote = join(base, 'remote');
   const ops = [{ operationId: 'first', files: [{ sourcePath: join(base, 'first-src', 'one.bin'), targetPath: `${remote}/one.bin`, kind: 'file' }] }];
   for (let r = 0; r < RUNS; r++) {
-    for (const c of Object.keys(first)) {
-      const { load, call: ms } = first[c]();
+    for (const [c, run] of Object.entries(programs)) {
+      const { load, call: ms } = run();
+      if (c === 'jsWarm') {
+        times.jsWarm.push(ms);
+        continue;
+      }
       times[c].push(load + ms);
-      times[`${c}Load`].push(load);
+      times[`${c}Import`].push(load);
+      if (c === 'seed') times.seedCall.push(ms);
     }
     fresh(remote);
     times.cli.push(await timed(() => cliSync('sync-in', ops, remote)));
   }
   const m = Object.fromEntries(Object.entries(times).map(([c, t]) => [c, t.length ? median(t) : undefined]));
-  row(`FIRST: import + first one-file sync in a fresh process (import alone: seed ${show(m.seedLoad)}, JS ${show(m.jsLoad)}; CLI: the whole process)`, m);
+  row(`FIRST: import + first one-file sync in a fresh process (import alone: seed ${show(m.seedImport)}, JS ${show(m.jsImport)}; CLI: the whole process)`, m);
+  row('FIRST, module and provider loaded at start (`await loadProvider()`, as the Paperclip plugin does): the first call alone', {
+    seed: m.seedCall,
+    js: m.jsWarm,
+  });
 }
 
 provider.close();
