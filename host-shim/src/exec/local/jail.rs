@@ -58,6 +58,9 @@ const HOST_USERLAND: &[&str] = &[
     "/usr/lib64",
     "/usr/libexec",
     "/usr/share",
+    // Debian reaches some tools only through it (`awk` is `mawk` there),
+    // as every pod built from its images does.
+    "/etc/alternatives",
 ];
 
 /// `/proc` entries that would let a root process reconfigure the host
