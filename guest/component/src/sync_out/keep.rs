@@ -26,7 +26,7 @@ use std::collections::HashMap;
 use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::incremental::{Fact, Facts, Token};
 use sandbox_sync_core::sandbox_path::split_parent;
-use sandbox_sync_core::script::{gunzip, parse_listing, Marker, Probe};
+use sandbox_sync_core::script::{gunzip, parse_listing, Listed, Marker, Probe};
 use sandbox_sync_core::tar_read::Source;
 use sandbox_sync_core::tar_write::padding;
 use sandbox_sync_core::SCRATCH_PREFIX;
@@ -134,7 +134,8 @@ pub fn exchange(
 /// Judges each listing (mapping index, probe, the listing's bytes) against
 /// its target and the host's facts of it (`facts`, per mapping): the
 /// answer the program reads (per listing a length line, then that many
-/// bytes of the names to leave out, one a line), and what that keeps.
+/// bytes of `<first> <last>` lines: the ascending ranges of the listing's
+/// lines whose files to leave out), and what that keeps.
 ///
 /// # Errors
 /// More listed files, all listings together, than `max_files`; a host
@@ -152,33 +153,33 @@ pub fn decide(
     let mut room = usize::try_from(max_files).unwrap_or(usize::MAX);
     for (k, probe, bytes) in listings {
         let k = *k;
-        let tokens = parse_listing(bytes, probe.as_ref(), room).map_err(|_| {
+        let listed = parse_listing(bytes, probe.as_ref(), room).map_err(|_| {
             SyncError::LimitExceeded(format!(
                 "the sandbox listed more than {max_files} files (--max-entries)"
             ))
         })?;
-        room -= tokens.len();
+        room -= listed.len();
         let m = mappings[k].spec;
         let excluder = Excluder::new(&m.exclude)?;
         let facts = facts.get(&k).unwrap_or(&none);
         let held = match m.kind {
             MappingKind::Directory => {
-                let (files, all) = held(targets[k], &tokens, &m.target_path)?;
+                let (files, all) = held(targets[k], &listed, &m.target_path)?;
                 if let Some(all) = all {
                     keeping.held.insert(k, all);
                 }
                 files
             }
-            MappingKind::File => held_file(targets[k], &tokens, &m.target_path)?,
+            MappingKind::File => held_file(targets[k], &listed, &m.target_path)?,
         };
         // A file mapping's target must also have the mode the mapping
         // gives it now.
         let mode_ok = |mode: u32| {
             m.kind == MappingKind::Directory || m.mode.is_none_or(|w| w == mode & 0o777)
         };
-        let mut names = Vec::new();
+        let mut lines = Vec::new();
         let mut keep = Vec::new();
-        for (path, token, h) in held {
+        for (path, Listed { token, line }, h) in held {
             let meta = &h.metadata;
             let unchanged = facts.current(
                 meta.device,
@@ -191,8 +192,7 @@ pub fn decide(
                 && !path.contains(['\n', '\\'])
                 && !excluder.excludes(&path)
             {
-                names.extend_from_slice(path.as_bytes());
-                names.push(b'\n');
+                lines.push(line);
                 keep.push(Kept {
                     path,
                     size: meta.size,
@@ -203,26 +203,49 @@ pub fn decide(
                 });
             }
         }
-        answer.extend_from_slice(format!("{}\n", names.len()).as_bytes());
-        answer.extend_from_slice(&names);
+        let ranges = ranges(lines);
+        answer.extend_from_slice(format!("{}\n", ranges.len()).as_bytes());
+        answer.extend_from_slice(&ranges);
         keeping.kept.insert(k, keep);
+        let tokens = listed.into_iter().map(|(p, l)| (p, l.token)).collect();
         keeping.tokens.insert(k, tokens);
     }
     Ok((answer, keeping))
 }
 
-/// Target files at listed paths: path, the listed token, what the walk
-/// found there.
-type Found = Vec<(String, Token, DirEntryChange)>;
+/// `lines` (any order) as ascending `<first> <last>` lines of runs.
+fn ranges(mut lines: Vec<u32>) -> Vec<u8> {
+    lines.sort_unstable();
+    let mut out = Vec::new();
+    let mut run: Option<(u32, u32)> = None;
+    for l in lines {
+        run = match run {
+            Some((a, b)) if l == b + 1 => Some((a, l)),
+            Some((a, b)) => {
+                out.extend_from_slice(format!("{a} {b}\n").as_bytes());
+                Some((l, l))
+            }
+            None => Some((l, l)),
+        };
+    }
+    if let Some((a, b)) = run {
+        out.extend_from_slice(format!("{a} {b}\n").as_bytes());
+    }
+    out
+}
+
+/// Target files at listed paths: path, what the listing said of it, what
+/// the walk found there.
+type Found = Vec<(String, Listed, DirEntryChange)>;
 
 /// A file mapping's target, when the sandbox listed its source (as `f`)
 /// and the target is a regular file on the grant's own filesystem.
 fn held_file(
     parent: &GrantedDir,
-    tokens: &HashMap<String, Token>,
+    listed: &HashMap<String, Listed>,
     target: &str,
 ) -> Result<Found, SyncError> {
-    let Some(&t) = tokens.get("f") else {
+    let Some(&t) = listed.get("f") else {
         return Ok(Vec::new());
     };
     let (_, base) = split_parent(target);
@@ -245,7 +268,7 @@ fn held_file(
 /// directories a listed path lies under.
 fn held(
     grant: &GrantedDir,
-    tokens: &HashMap<String, Token>,
+    tokens: &HashMap<String, Listed>,
     target: &str,
 ) -> Result<(Found, Option<Held>), SyncError> {
     let device = grant

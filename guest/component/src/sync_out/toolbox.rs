@@ -40,7 +40,9 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         program,
     } = prepare(req, targets, codec::incremental())?;
     let limits = &req.limits;
-    let (text, decided) = match program.report_program(&sandbox_sync_driver::scratch::fresh())? {
+    // The report's listings, which the program takes over.
+    let report_scratch = sandbox_sync_driver::scratch::fresh();
+    let (text, decided) = match program.report_program(&report_scratch)? {
         None => (text, None),
         Some(report) => {
             let ran = toolbox::run_program(&report, limits.timeout_ms, limits.max_stderr_bytes)?;
@@ -52,7 +54,10 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                 Some(listings) => {
                     let (answer, keeping) =
                         decide(&listings, targets, &mappings, &facts, limits.max_entries)?;
-                    (program.finish_answered(&answer)?, Some(keeping))
+                    (
+                        program.finish_answered(&answer, &report_scratch)?,
+                        Some(keeping),
+                    )
                 }
                 // Nothing known (a source that does not exist yet, say):
                 // nothing kept, nothing recorded; the program says what
@@ -60,7 +65,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                 None => {
                     let answer = "0\n".repeat(listed.len());
                     (
-                        program.finish_answered(answer.as_bytes())?,
+                        program.finish_answered(answer.as_bytes(), &report_scratch)?,
                         Some(Default::default()),
                     )
                 }
@@ -70,6 +75,11 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     let base = root.trim_end_matches('/');
     let out = format!("{base}/{scratch}.out");
     let program_file = format!("{base}/{scratch}.sh");
+    // The report's scratch, which the program takes over once it runs, and
+    // what else the program is given: removed here where it may not run.
+    let handed = format!("{base}/{report_scratch}");
+    let mut given = vec![out.as_str(), program_file.as_str()];
+    given.extend(decided.as_ref().map(|_| handed.as_str()));
     // A program too long to be one argument is uploaded first.
     let program = if text.len() <= INLINE_MAX {
         Program::Inline(&text)
@@ -84,7 +94,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                     .and_then(|()| io::flush(stdin))
                     .map_err(|e| UploadStopped::Stream(e.to_string()))
             },
-        )?;
+        )
+        .inspect_err(|_| toolbox::remove(&given[2..], limits.timeout_ms))?;
         Program::Uploaded {
             path: &program_file,
             len: text.len(),
@@ -97,7 +108,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         Err(e) => {
             // The command may never have run, to unlink what it was given
             // or to remove what it wrote.
-            toolbox::remove(&[&out, &program_file], limits.timeout_ms);
+            toolbox::remove(&given, limits.timeout_ms);
             return Err(e);
         }
     };
@@ -108,7 +119,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     if !exit(&ran.status).succeeded() {
         if exit(&ran.status).was_killed() {
             // Killed: neither its trap nor the wrapper removed anything.
-            toolbox::cleanup(&root, &scratch, &[&out, &program_file], limits.timeout_ms);
+            toolbox::cleanup(&root, &scratch, &given, limits.timeout_ms);
         }
         return Err(from_status(&ran.status, last, limits.timeout_ms));
     }

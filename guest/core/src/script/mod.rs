@@ -44,7 +44,8 @@ pub use outbound::OutboundScript;
 
 pub use protocol::{
     choice_name, gunzip, parse_caps, parse_listing, parse_marker, parse_outbound_report,
-    parse_status, Caps, Codec, Listing, ListingParser, Marker, Probe, Status, TooManyListed, TAG,
+    parse_status, Caps, Codec, Listed, Listing, ListingParser, Marker, Probe, Status,
+    TooManyListed, TAG,
 };
 
 /// The constant `sh -c` program every exec starts with.
@@ -288,7 +289,10 @@ mod tests {
         o.offer_compression(&[Codec::Zstd, Codec::Gzip], Some(("/w/a", true)))
             .unwrap();
         let out_report = o.report_program(".paperclip-upload-r").unwrap().unwrap();
-        let answered = o.clone().finish_answered(b"0\n0\n").unwrap();
+        let answered = o
+            .clone()
+            .finish_answered(b"0\n0\n", ".paperclip-upload-r")
+            .unwrap();
         let outbound = o.finish().unwrap();
         let steps = [
             FallbackStep::Create {

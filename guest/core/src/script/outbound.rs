@@ -177,7 +177,9 @@ impl OutboundScript {
     /// ([`Self::list_dir`], [`Self::list_file`]) as text, each between
     /// `<TAG> list <k> <probe>` and `<TAG> listed <k>` lines (see
     /// [`parse_outbound_report`](super::parse_outbound_report)), in a scratch dir
-    /// `scratch` of its own. `None` when nothing is listed.
+    /// `scratch` of its own, which it leaves, with the listings, to the
+    /// program that reads the host's answer ([`Self::finish_answered`]).
+    /// `None` when nothing is listed.
     ///
     /// # Errors
     /// When the root cannot be quoted or `scratch` is not a scratch name.
@@ -190,26 +192,32 @@ impl OutboundScript {
         s.push_str("_ss_report=1\n");
         s.push_str(KEEP_DETECT);
         s.push_str(&self.listing);
+        s.push_str("_ss_keepS=1\n");
         Ok(Some(s))
     }
 
-    /// [`Self::finish`] for a program whose listings a report program
-    /// printed ([`Self::report_program`]): it lists nothing, and takes the
-    /// host's `answer` (what it would have read from stdin: per listed
-    /// mapping a length line and that many bytes of names) from its own
-    /// text.
+    /// [`Self::finish`] for a program whose listings a report program in
+    /// scratch dir `report` printed ([`Self::report_program`]): it lists
+    /// nothing, takes over the report's listings, and takes the host's
+    /// `answer` (what it would have read from stdin: per listed mapping a
+    /// length line and that many bytes of line ranges) from its own text.
     ///
     /// # Errors
-    /// When the root or the answer cannot be quoted (NUL).
-    pub fn finish_answered(self, answer: &[u8]) -> Result<String, Error> {
-        self.finish_with(Some(answer))
+    /// When the root or the answer cannot be quoted (NUL), or `report` is
+    /// not a scratch name.
+    pub fn finish_answered(self, answer: &[u8], report: &str) -> Result<String, Error> {
+        check_scratch(report)?;
+        self.finish_with(Some((answer, report)))
     }
 
-    fn finish_with(mut self, answer: Option<&[u8]>) -> Result<String, Error> {
+    fn finish_with(mut self, answer: Option<(&[u8], &str)>) -> Result<String, Error> {
         self.mark(&Marker::End);
         let mut s = preamble(&self.root, self.timeout_ms, &self.scratch)?;
         s.push_str(OUTBOUND);
         if !self.listing.is_empty() {
+            if let Some((_, report)) = answer {
+                let _ = writeln!(s, "_ss_adopt {report}");
+            }
             s.push_str(KEEP_DETECT);
             match answer {
                 None => {
@@ -218,7 +226,7 @@ impl OutboundScript {
                     }
                     s.push_str(&self.listing);
                 }
-                Some(bytes) => {
+                Some((bytes, _)) => {
                     let text = std::str::from_utf8(bytes)
                         .map_err(|_| Error::invalid("a keep list that is not UTF-8"))?;
                     let _ = writeln!(

@@ -49,18 +49,19 @@ _ss_olistf() {
   _ss_oframe "$1"
 }
 # Whether this sandbox can leave kept files out of its archive (GNU tar's
-# -X, or BusyBox tar given its members with awk, tr and xargs; a way to
-# read exactly the host's answer, see _ss_readn; find and stat for the
-# listing, cat, head and wc to frame it), and the filesystem's clock
-# before any listing. Without them every listing is empty: nothing kept.
+# -X, or BusyBox tar given its members with tr and xargs; a way to read
+# exactly the host's answer, see _ss_readn; find and stat for the
+# listing, cat, head and wc to frame it, awk to read the answer), and the
+# filesystem's clock before any listing. Without them every listing is
+# empty: nothing kept.
 _ss_okeepable() {
   _ss_ikeep=0; _ss_ghead=0
   case $(head --version 2>/dev/null) in *GNU*) _ss_ghead=1 ;; esac
   if [ "$_ss_ghead" = 1 ] || [ "$(printf x | dd bs=1 count=1 iflag=fullblock 2>/dev/null)" = x ]; then
     _ss_ikeep=1
   fi
-  _ss_have find stat cat head wc || _ss_ikeep=0
-  [ "$_ss_gnutar" = 1 ] || _ss_have awk tr xargs || _ss_ikeep=0
+  _ss_have find stat cat head wc awk || _ss_ikeep=0
+  [ "$_ss_gnutar" = 1 ] || _ss_have tr xargs || _ss_ikeep=0
   _ss_oprobe
 }
 # Copies exactly $1 bytes of stdin to stdout and reads no further (the
@@ -101,18 +102,27 @@ _ss_oframe() {
   _ss_mark "$_ss_how $1 $_ss_n ${_ss_probed:--}"
   { cat "$_ss_f" && head -c $(((512 - _ss_n % 512) % 512)) /dev/zero; } \
     || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
-  rm -f "$_ss_S/l$1" "$_ss_S/Z"
+  rm -f "$_ss_S/Z"
 }
-# Reads the host's answer for directory mapping $1: a line with a length,
-# then that many bytes of names (one a line) to leave out of its archive,
-# because the host target already holds them.
+# Reads the host's answer for mapping $1: a line with a length, then that
+# many bytes of "<first> <last>" lines, ascending ranges of the lines of
+# its listing (l$1) whose files the host target already holds; their
+# names (one a line, without the ./) go to k$1, to be left out of the
+# archive. Lines, not names, cross the link: an unchanged tree is one.
 _ss_okeep() {
   read -r _ss_n || _ss_die "$_ss_E_EXTRACT" 'the host sent no keep list'
   case $_ss_n in '' | *[!0-9]*) _ss_die "$_ss_E_EXTRACT" 'the host sent a bad keep list' ;; esac
   [ "$_ss_n" -eq 0 ] && return 0
-  [ "$_ss_ikeep" = 1 ] || _ss_die "$_ss_E_EXTRACT" 'the host sent a keep list this sandbox cannot use'
-  _ss_readn "$_ss_n" >"$_ss_S/k$1" || _ss_die "$_ss_E_EXTRACT" 'cannot read the keep list'
-  [ "$(wc -c <"$_ss_S/k$1")" -eq "$_ss_n" ] || _ss_die "$_ss_E_EXTRACT" 'the keep list was cut'
+  [ "$_ss_ikeep" = 1 ] && [ -f "$_ss_S/l$1" ] || _ss_die "$_ss_E_EXTRACT" 'the host sent a keep list this sandbox cannot use'
+  _ss_readn "$_ss_n" >"$_ss_S/r$1" || _ss_die "$_ss_E_EXTRACT" 'cannot read the keep list'
+  [ "$(wc -c <"$_ss_S/r$1")" -eq "$_ss_n" ] || _ss_die "$_ss_E_EXTRACT" 'the keep list was cut'
+  LC_ALL=C awk -v r="$_ss_S/r$1" '
+    BEGIN { while ((getline l < r) > 0) { split(l, f, " "); a[++n] = f[1] + 0; b[n] = f[2] + 0 }; i = 1 }
+    {
+      while (i <= n && FNR > b[i]) i++
+      if (i > n) exit
+      if (FNR >= a[i]) print substr($0, length($1 $2 $3 $4 $5 $6) + 9)
+    }' "$_ss_S/l$1" >"$_ss_S/k$1" || _ss_die "$_ss_E_EXTRACT" 'cannot read the keep list'
 }
 _ss_ofile() {
   # The host keeps its copy: an empty archive.

@@ -188,12 +188,23 @@ pub struct Probe {
     pub ctime: String,
 }
 
+/// A file an outbound listing named: the token of its identity, and the
+/// listing's line (counting from 1) that named it, by which the host's
+/// answer names it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Listed {
+    /// See [`crate::incremental::outbound`].
+    pub token: Token,
+    /// The line, from 1.
+    pub line: u32,
+}
+
 /// Parses a listing the outbound program framed in one piece (see
 /// [`Marker::Listing`]): `<device> <inode> <size> <ctime> ./<path>` lines,
-/// the ctime three words. Returns the token of each file whose identity
-/// lies before `probe` on the probe's filesystem (the others, and lines
-/// that do not parse, are simply sent and never recorded). Paths longer
-/// than `PATH_MAX` are sent too.
+/// the ctime three words. Returns each file whose identity lies before
+/// `probe` on the probe's filesystem (the others, and lines that do not
+/// parse, are simply sent and never recorded). Paths longer than
+/// `PATH_MAX` are sent too.
 ///
 /// # Errors
 /// More than `max_files` files (the request's `max-entries`, which the
@@ -202,12 +213,12 @@ pub fn parse_listing(
     bytes: &[u8],
     probe: Option<&Probe>,
     max_files: usize,
-) -> Result<std::collections::HashMap<String, Token>, TooManyListed> {
+) -> Result<std::collections::HashMap<String, Listed>, TooManyListed> {
     let mut out = std::collections::HashMap::new();
     let Some(probe) = probe else {
         return Ok(out);
     };
-    for line in bytes.split(|&b| b == b'\n') {
+    for (at, line) in (1..=u32::MAX).zip(bytes.split(|&b| b == b'\n')) {
         let Some((path, token)) = std::str::from_utf8(line)
             .ok()
             .and_then(|l| identified(l, probe))
@@ -218,7 +229,7 @@ pub fn parse_listing(
         if out.len() >= max_files {
             return Err(TooManyListed(max_files));
         }
-        out.insert(path.to_owned(), token);
+        out.insert(path.to_owned(), Listed { token, line: at });
     }
     Ok(out)
 }
@@ -564,10 +575,11 @@ junk\n\
             Err(TooManyListed(1))
         );
         assert_eq!(
-            got["a b/c.txt"],
+            got["a b/c.txt"].token,
             crate::incremental::outbound("2049", "11", "2026-12-01 23:43:04.400000000 +0000")
         );
-        assert!(got.contains_key("d/e"));
+        assert_eq!(got["a b/c.txt"].line, 1);
+        assert_eq!(got["d/e"].line, 7, "lines that do not parse count too");
         assert!(parse_listing(listing, None, 0).unwrap().is_empty());
     }
 
