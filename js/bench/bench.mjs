@@ -19,9 +19,9 @@
 
 import { execFileSync } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { TARGET, componentSource } from '../scripts/cargo.mjs';
@@ -40,11 +40,15 @@ const { values: args } = parseArgs({
 const RUNS = Number(args.runs);
 const SYNCS = Number(args.syncs);
 const ONLY = new Set(args.only.split(','));
-const WASM = componentSource('tar-stream');
 const PACKAGE = fileURLToPath(new URL('../src/index.js', import.meta.url));
 const LOCAL_EXEC = fileURLToPath(new URL('../src/local-exec.js', import.meta.url));
 const base = mkdtempSync(join(args.dir, 'sandbox-sync-js-bench-'));
 process.env.TMPDIR = base;
+// The CLI loads a copy of the very component the package's transpilation
+// was made from: a rebuild during the run must not change one side only.
+const SOURCE = componentSource('tar-stream');
+const WASM = join(base, 'component.wasm');
+copyFileSync(SOURCE, WASM);
 const TIMEOUT_MS = 600_000;
 
 /**
@@ -265,7 +269,7 @@ if (ONLY.has('FIRST')) {
 provider.close();
 rmSync(base, { recursive: true, force: true });
 console.log(
-  `Median of ${RUNS} interleaved runs after one untimed, local GNU sandbox (a child sh through localExec), component ${WASM.split('/').pop()}, trees in ${args.dir}; ` +
+  `Median of ${RUNS} interleaved runs after one untimed, local GNU sandbox (a child sh through localExec), component ${basename(SOURCE)}, trees in ${args.dir}; ` +
     `the seed's module ${SEED ? `from ${args.seed}` : 'not given (--seed FILE)'}.\n`,
 );
 console.log('| workload | raw pipe | Rust CLI | seed module | JS package | JS / seed | JS / CLI |');
