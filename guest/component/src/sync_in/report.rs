@@ -47,6 +47,8 @@ struct Report {
     /// A gzipped listing being read (`<TAG> zlist <k> <bytes>`): its
     /// mapping, the bytes still to come, and those so far.
     blob: Option<(usize, usize, Vec<u8>)>,
+    /// That listing is base64 of gzip (`blist`, a toolbox report's).
+    encoded: bool,
 }
 
 impl Report {
@@ -85,10 +87,11 @@ impl Report {
                 return Some((caps, listing));
             }
             self.listed += line.len();
-            if let Some((k, len)) = zlist(text) {
+            if let Some((k, len, encoded)) = zlist(text) {
                 self.listed += len;
                 self.dropped |= self.listed > MAX_LISTING_BYTES;
                 self.blob = Some((k, len, Vec::new()));
+                self.encoded = encoded;
                 continue;
             }
             self.dropped |= self.listed > MAX_LISTING_BYTES;
@@ -114,8 +117,13 @@ impl Report {
         if self.dropped {
             return;
         }
-        let Some(lines) = script::gunzip(blob, MAX_LISTING_BYTES.saturating_sub(self.listed))
-        else {
+        let room = MAX_LISTING_BYTES.saturating_sub(self.listed);
+        let lines = if self.encoded {
+            script::unbase64_gunzip(blob, room)
+        } else {
+            script::gunzip(blob, room)
+        };
+        let Some(lines) = lines else {
             self.dropped = true;
             self.parser = ListingParser::default();
             return;
@@ -128,14 +136,19 @@ impl Report {
     }
 }
 
-/// `<TAG> zlist <k> <bytes>`.
-fn zlist(line: &str) -> Option<(usize, usize)> {
+/// `<TAG> zlist <k> <bytes>`, or `blist` (true: base64 of gzip).
+fn zlist(line: &str) -> Option<(usize, usize, bool)> {
     let mut w = line.split(' ');
-    if w.next()? != script::TAG || w.next()? != "zlist" {
+    if w.next()? != script::TAG {
         return None;
     }
+    let encoded = match w.next()? {
+        "zlist" => false,
+        "blist" => true,
+        _ => return None,
+    };
     let (k, len) = (w.next()?.parse().ok()?, w.next()?.parse().ok()?);
-    w.next().is_none().then_some((k, len))
+    w.next().is_none().then_some((k, len, encoded))
 }
 
 /// Reads the inbound program's status lines until stdout ends (after

@@ -46,7 +46,7 @@ use sandbox_sync_driver::request::Mapping;
 
 /// The most listing bytes held, all mappings together (about a million
 /// files); a listing past it is skipped and its files are all sent.
-const MAX_LISTING: u64 = 64 << 20;
+pub const MAX_LISTING: u64 = 64 << 20;
 
 /// The record store's key for a mapping's host target.
 pub fn record_key(m: &FileMapping) -> String {

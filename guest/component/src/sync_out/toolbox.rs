@@ -23,7 +23,7 @@ use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{ended, exit, from_status};
 use sandbox_sync_driver::io;
 
-use super::keep::decide;
+use super::keep::{self, decide};
 use super::plan::{prepare, Prepared};
 use super::receive::{how_read, land, Channel, Receiver};
 use crate::toolbox::{self, UploadStopped};
@@ -48,7 +48,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             let ran = toolbox::run_program(&report, limits.timeout_ms, limits.max_stderr_bytes)?;
             let listings = exit(&ran.status)
                 .succeeded()
-                .then(|| parse_outbound_report(&ran.stdout))
+                .then(|| parse_outbound_report(&ran.stdout, keep::MAX_LISTING as usize))
                 .filter(|l| l.iter().map(|x| x.0).eq(listed.iter().copied()));
             match listings {
                 Some(listings) => {

@@ -229,13 +229,21 @@ _ss_have() {
 }
 # Over a network link (the host sets _ss_zlist=1) a listing of more than
 # 16 KiB goes gzipped where the sandbox has gzip: _ss_zip prints "zlist"
-# and gzips $1 into $_ss_S/Z; else it prints "list".
+# and gzips $1 into $_ss_S/Z. Where the listing travels as text (a toolbox
+# command's output: _ss_zlist=b64) it goes as base64 of that, where the
+# sandbox has base64 too: "blist". Else it prints "list".
 _ss_zlist=0
 _ss_zip() {
-  if [ "$_ss_zlist" = 1 ] && command -v gzip >/dev/null 2>&1; then
+  if [ "$_ss_zlist" != 0 ] && command -v gzip >/dev/null 2>&1; then
     _ss_x=$(wc -c <"$1") || _ss_x=0
-    if [ $((_ss_x)) -gt 16384 ] && gzip -1 -c <"$1" >"$_ss_S/Z" 2>/dev/null; then
+    if [ $((_ss_x)) -le 16384 ]; then
+      :
+    elif [ "$_ss_zlist" = 1 ] && gzip -1 -c <"$1" >"$_ss_S/Z" 2>/dev/null; then
       printf zlist
+      return 0
+    elif [ "$_ss_zlist" = b64 ] && command -v base64 >/dev/null 2>&1 \
+      && { gzip -1 -c <"$1" | base64; } >"$_ss_S/Z" 2>/dev/null; then
+      printf blist
       return 0
     fi
   fi

@@ -262,6 +262,10 @@ impl InboundScript {
         if self.record {
             s.push_str("_ss_canrecord && _ss_rec=1\n");
         }
+        if self.zip {
+            // The report is the command's output, text.
+            s.push_str("_ss_zlist=b64\n");
+        }
         s.push_str(&self.listing);
         s.push_str("_ss_reported\n");
         Ok(Some(s))

@@ -187,7 +187,8 @@ _ss_join() {
 # exactly as a sync-in landed them, as "<token> ./path" lines between two
 # tagged lines (kept as J$1, with their identities as I$1 and every entry
 # as A$1): "<TAG> list <k>", the lines, "<TAG> listed <k>"; or, gzipped
-# (see _ss_zip), "<TAG> zlist <k> <bytes>", that many bytes of gzip, then
+# (see _ss_zip), "<TAG> zlist <k> <bytes>", that many bytes of gzip (or
+# "blist", of base64 of gzip), then
 # "<TAG> listed <k>"; nothing where it lists nothing (no state, no
 # target). With $3 set the target is the remote dir itself.
 _ss_list() {
@@ -195,9 +196,9 @@ _ss_list() {
     && _ss_canon "$2" && _ss_in_root "$_ss_r" \
     && _ss_entries "$_ss_r" "${3-}" "$_ss_S/M$1" | _ss_join "$_ss_S/J$1" "$_ss_S/I$1" "$_ss_S/N" "$_ss_S/A$1"; then
     _ss_how=$(_ss_zip "$_ss_S/J$1")
-    if [ "$_ss_how" = zlist ]; then
+    if [ "$_ss_how" != list ]; then
       _ss_n=$(wc -c <"$_ss_S/Z"); _ss_n=$((_ss_n))
-      printf '%s zlist %s %s\n' "$_ss_TAG" "$1" "$_ss_n"
+      printf '%s %s %s %s\n' "$_ss_TAG" "$_ss_how" "$1" "$_ss_n"
       cat "$_ss_S/Z"
     else
       printf '%s list %s\n' "$_ss_TAG" "$1"

@@ -42,6 +42,7 @@ pub use fallback::{fallback, FallbackStep};
 pub use inbound::InboundScript;
 pub use outbound::OutboundScript;
 
+pub use protocol::unbase64_gunzip;
 pub use protocol::{
     choice_name, gunzip, parse_caps, parse_listing, parse_marker, parse_outbound_report,
     parse_status, Caps, Codec, Listed, Listing, ListingParser, Marker, Probe, Status,

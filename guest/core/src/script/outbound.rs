@@ -190,6 +190,10 @@ impl OutboundScript {
         let mut s = preamble(&self.root, self.timeout_ms, scratch)?;
         s.push_str(OUTBOUND);
         s.push_str("_ss_report=1\n");
+        if self.zip {
+            // The report is the command's output, text.
+            s.push_str("_ss_zlist=b64\n");
+        }
         s.push_str(KEEP_DETECT);
         s.push_str(&self.listing);
         s.push_str("_ss_keepS=1\n");

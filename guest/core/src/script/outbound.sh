@@ -80,14 +80,19 @@ _ss_oprobe() {
   if [ "$_ss_ikeep" = 1 ] && _ss_probe; then _ss_probed="$_ss_pdev $_ss_pct"; fi
 }
 # Sends listing l$1 as one frame, or, in a report program of its own (a
-# toolbox sandbox: _ss_report=1), as text between two tagged lines.
+# toolbox sandbox: _ss_report=1), as text between two tagged lines (base64
+# of gzip where it is big: "blist", see _ss_zip).
 # An empty listing (nothing to keep) needs none of the tools that frame
 # one, so a sandbox without them still syncs, whole.
 _ss_oframe() {
   if [ "$_ss_report" = 1 ]; then
-    printf '%s list %s %s\n' "$_ss_TAG" "$1" "${_ss_probed:--}"
-    [ ! -s "$_ss_S/l$1" ] || cat "$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
+    _ss_how=list
+    [ ! -s "$_ss_S/l$1" ] || _ss_how=$(_ss_zip "$_ss_S/l$1")
+    [ "$_ss_how" = blist ] && _ss_f="$_ss_S/Z" || _ss_f="$_ss_S/l$1"
+    printf '%s %s %s %s\n' "$_ss_TAG" "$_ss_how" "$1" "${_ss_probed:--}"
+    [ ! -s "$_ss_f" ] || cat "$_ss_f" || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
     printf '%s listed %s\n' "$_ss_TAG" "$1"
+    rm -f "$_ss_S/Z"
     return 0
   fi
   if [ ! -s "$_ss_S/l$1" ]; then

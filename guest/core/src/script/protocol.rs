@@ -158,6 +158,21 @@ fn tokened(line: &str) -> Option<(&str, Token)> {
     (!path.is_empty()).then_some((path, Token::parse(token)?))
 }
 
+/// A listing a toolbox command printed as base64 of gzip (`blist`, lines of
+/// base64), inflated as [`gunzip`] does; none when it is not that.
+pub fn unbase64_gunzip(text: &[u8], max: usize) -> Option<Vec<u8>> {
+    use base64::Engine as _;
+    let plain: Vec<u8> = text
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
+    let zipped = base64::engine::general_purpose::STANDARD
+        .decode(plain)
+        .ok()?;
+    gunzip(&zipped, max)
+}
+
 /// A listing the sandbox gzipped (`zlist`), inflated; none when it is not
 /// gzip or inflates to more than `max` bytes (a bomb): its files are then
 /// simply sent.
@@ -245,15 +260,19 @@ pub struct TooManyListed(pub usize);
 /// The listings an outbound report program printed as text (a toolbox
 /// sandbox's; see `OutboundScript::report_program`): per mapping, in
 /// order, its probe and its listing's bytes (as [`parse_listing`] reads
-/// them). A listing counts only once its closing line came.
-pub fn parse_outbound_report(output: &[u8]) -> Vec<(usize, Option<Probe>, Vec<u8>)> {
+/// them; one printed as base64 of gzip, `blist`, inflated to at most
+/// `max` bytes, else empty). A listing counts only once its closing line
+/// came.
+pub fn parse_outbound_report(output: &[u8], max: usize) -> Vec<(usize, Option<Probe>, Vec<u8>)> {
     let mut done = Vec::new();
     let mut open: Option<(usize, Option<Probe>, Vec<u8>)> = None;
+    let mut encoded = false;
     for line in output.split_inclusive(|&b| b == b'\n') {
         let text = std::str::from_utf8(line).unwrap_or("");
         let mut w = text.trim_end_matches('\n').split(' ');
         match (w.next(), w.next(), w.next()) {
-            (Some(TAG), Some("list"), Some(k)) => {
+            (Some(TAG), Some(how @ ("list" | "blist")), Some(k)) => {
+                encoded = how == "blist";
                 let probe = match (w.next(), w.next(), w.next(), w.next(), w.next()) {
                     (Some(device), Some(date), Some(time), Some(zone), None) if device != "-" => {
                         Some(Probe {
@@ -266,7 +285,10 @@ pub fn parse_outbound_report(output: &[u8]) -> Vec<(usize, Option<Probe>, Vec<u8
                 open = k.parse().ok().map(|k| (k, probe, Vec::new()));
             }
             (Some(TAG), Some("listed"), Some(k)) => {
-                if let Some(o) = open.take().filter(|o| k.parse() == Ok(o.0)) {
+                if let Some(mut o) = open.take().filter(|o| k.parse() == Ok(o.0)) {
+                    if encoded {
+                        o.2 = unbase64_gunzip(&o.2, max).unwrap_or_default();
+                    }
                     done.push(o);
                 }
             }
@@ -553,6 +575,34 @@ SANDBOX-SYNC list 3\n\
         assert_eq!(gunzip(&zipped, 100_000).map(|v| v.len()), Some(100_000));
         assert_eq!(gunzip(&zipped, 99_999), None, "a bomb stops at its bound");
         assert_eq!(gunzip(b"not gzip", 1000), None);
+    }
+
+    /// A toolbox report's listing, as `gzip | base64` printed it (lines of
+    /// 76), between its tagged lines; a bomb or junk inside is no listing.
+    #[test]
+    fn a_base64_listing_in_a_report_is_inflated() {
+        use base64::Engine as _;
+        use std::io::Write as _;
+        let listing = b"2049 11 12 2026-12-01 23:43:04.400000000 +0000 ./a\n".repeat(2000);
+        let mut z = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        z.write_all(&listing).unwrap();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(z.finish().unwrap());
+        let mut text =
+            String::from("SANDBOX-SYNC blist 3 2049 2026-12-01 23:43:05.000000000 +0000\n");
+        for chunk in encoded.as_bytes().chunks(76) {
+            text.push_str(std::str::from_utf8(chunk).unwrap());
+            text.push('\n');
+        }
+        text.push_str(
+            "SANDBOX-SYNC listed 3\nSANDBOX-SYNC blist 4 -\nnot base64!\nSANDBOX-SYNC listed 4\n",
+        );
+        let got = parse_outbound_report(text.as_bytes(), 1 << 20);
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].0, &got[0].2), (3, &listing));
+        assert!(got[0].1.is_some());
+        assert!(got[1].2.is_empty(), "junk is no listing");
+        let small = parse_outbound_report(text.as_bytes(), 1000);
+        assert!(small[0].2.is_empty(), "past its bound it is dropped");
     }
 
     #[test]
