@@ -255,6 +255,39 @@ fn an_execute_that_never_returns_holds_the_deadline(u: Env) {
     }
 }
 
+/// An upload that cannot finish in time (a link far too slow) ends the
+/// call within its deadline as `limit-exceeded`, on one line that names
+/// the toolbox call that did not finish, and leaves nothing behind.
+fn a_stalled_upload_is_named_and_holds_the_deadline(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.write_host("src/big.bin", &incompressible(256 << 10));
+    server(&sb).set_faults(Faults {
+        bytes_per_sec: Some(16 << 10),
+        ..Faults::default()
+    });
+    let mut opts = sb.options();
+    opts.timeout = Duration::from_secs(2);
+    let t = Instant::now();
+    let err = sb
+        .sync_in_with(&[op("o", vec![file(&src, sb.remote("big.bin"))])], &opts)
+        .unwrap_err();
+    let took = t.elapsed();
+    assert!(
+        took < opts.timeout + sandbox_sync_host::provider::HOST_GRACE + Duration::from_millis(500),
+        "took {took:?}"
+    );
+    let text = err.error.to_string();
+    assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{text}");
+    assert!(text.contains("bulk-upload"), "{text}");
+    assert!(
+        !text.contains('\n') && !text.trim_end().ends_with(':'),
+        "{text}"
+    );
+    server(&sb).set_faults(Faults::default());
+    assert!(!sb.remote_on_host("big.bin").exists());
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 /// A big re-sync asks first what the target holds (one more call) and
 /// sends only what changed; the target ends as a full sync leaves it.
 /// Without incremental, or below the threshold, it is two calls.
@@ -419,6 +452,7 @@ for_each_userland!(
     a_cut_upload_runs_nothing_and_leaves_nothing,
     a_cut_download_lands_nothing,
     an_execute_that_never_returns_holds_the_deadline,
+    a_stalled_upload_is_named_and_holds_the_deadline,
 );
 
 /// A sandbox without gzip refuses the blind gzip upload before it reads a

@@ -116,15 +116,27 @@ pub fn upload(
     drop(stdin);
     let status = exec.finish();
     drop(exec);
+    // The toolbox call is named: a person reading the error can tell the
+    // upload from the command that follows it.
     let failed = match (written, status) {
         (Ok(()), Ok(s)) if s.exit_code == Some(0) => return Ok(()),
         (Err(UploadStopped::Own(e)), _) => e,
+        // The deadline, not the stream it cut, is why.
+        (_, Ok(s)) if s.timed_out => SyncError::LimitExceeded(format!(
+            "{what} (bulk-upload) did not finish within its {timeout_ms} ms timeout"
+        )),
         (_, Err(e)) | (Err(UploadStopped::Stream(e)), Ok(_)) => {
-            SyncError::Transport(format!("{what} failed: {e}"))
+            let e = if e.trim().is_empty() {
+                "the stream closed"
+            } else {
+                e.as_str()
+            };
+            SyncError::Transport(format!("{what} (bulk-upload) failed: {e}"))
         }
-        (Ok(()), Ok(s)) => {
-            SyncError::Transport(format!("{what} failed: {}", exit(&s).describe(timeout_ms)))
-        }
+        (Ok(()), Ok(s)) => SyncError::Transport(format!(
+            "{what} (bulk-upload) failed: {}",
+            exit(&s).describe(timeout_ms)
+        )),
     };
     // The toolbox may have kept what arrived.
     remove(&[path], timeout_ms);
