@@ -366,8 +366,10 @@ _ss_landed() {
 # (sent, tf<k>, or kept, JF<k>), a fact "<identity> <token>", once its
 # identity lies before the filesystem's clock. (A directory's kept files
 # were left as they were: their facts stand.) Landing changed the ctimes
-# of what it linked or unlinked: the clock is read a tick later, so those
-# count too.
+# of what it linked or unlinked; by the time the clock is read that is
+# usually a tick ago. Where a landed file's last change is not, so it
+# would not count, the clock is read a tick later (20 ms) and the facts
+# once more.
 _ss_recop() {
   [ "$_ss_rec" = 1 ] && [ -n "$_ss_pend" ] || { _ss_pend=; return 0; }
   # Nothing sent (an unchanged tree): nothing to record, no tick to wait.
@@ -376,8 +378,19 @@ _ss_recop() {
     case $_ss_k in f*) _ss_n=1 ;; *) [ ! -s "/proc/self/fd/9/t$_ss_k" ] || _ss_n=1 ;; esac
   done
   [ -n "$_ss_n" ] || { _ss_pend=; return 0; }
-  sleep 0.02 2>/dev/null
   _ss_probe || { _ss_pend=; return 0; }
+  if ! _ss_facts; then
+    sleep 0.02 2>/dev/null
+    _ss_probe || { _ss_pend=; return 0; }
+    _ss_facts
+  fi
+  cat "$_ss_S/Fo" >>"$_ss_S/F" 2>/dev/null
+  _ss_pend=
+}
+# The facts of what _ss_recop records, as of the probe, into Fo; false when
+# a landed file's identity does not lie before the probe yet.
+_ss_facts() {
+  : >"$_ss_S/Fo"; rm -f "$_ss_S/late"
   for _ss_k in $_ss_pend; do
     eval "_ss_x=\$_ss_pt_$_ss_k"
     _ss_canon "$_ss_x" && _ss_in_root "$_ss_r" || continue
@@ -392,22 +405,28 @@ _ss_recop() {
         [ -n "$_ss_t" ] || continue
         _ss_l=$(TZ=UTC0 stat -c '%d %i %s %z' "$_ss_r" 2>/dev/null) || continue
         printf '%s\n' "$_ss_l" | LC_ALL=C awk -v dev="$_ss_pdev" -v probe="$_ss_pct" -v t="$_ss_t" \
-          -v out="$_ss_S/F" '$1 == dev && ($4 " " $5 " " $6) < probe { print $0, t >> out }'
+          -v out="$_ss_S/Fo" -v late="$_ss_S/late" '
+          $1 != dev { next }
+          ($4 " " $5 " " $6) < probe { print $0, t >> out; next }
+          { printf "" > late }'
         ;;
       *)
         [ -s "/proc/self/fd/9/t$_ss_k" ] || continue
         (cd -P "$_ss_r" && LC_ALL=C awk '{ print substr($0, 18) }' "/proc/self/fd/9/t$_ss_k" | tr '\n' '\000' \
           | TZ=UTC0 xargs -0 -r stat -c '%d %i %s %z %n' -- 2>/dev/null) \
-          | LC_ALL=C awk -v t="/proc/self/fd/9/t$_ss_k" -v dev="$_ss_pdev" -v probe="$_ss_pct" -v out="$_ss_S/F" '
+          | LC_ALL=C awk -v t="/proc/self/fd/9/t$_ss_k" -v dev="$_ss_pdev" -v probe="$_ss_pct" \
+            -v out="$_ss_S/Fo" -v late="$_ss_S/late" '
           BEGIN { while ((getline l < t) > 0) sent[substr(l, 18)] = substr(l, 1, 16) }
           {
             p = substr($0, length($1 $2 $3 $4 $5 $6) + 7)
-            if ($1 == dev && ($4 " " $5 " " $6) < probe && (p in sent)) print $1, $2, $3, $4, $5, $6, sent[p] >> out
+            if ($1 != dev || !(p in sent)) next
+            if (($4 " " $5 " " $6) < probe) print $1, $2, $3, $4, $5, $6, sent[p] >> out
+            else printf "" > late
           }'
         ;;
     esac
   done
-  _ss_pend=
+  [ ! -e "$_ss_S/late" ]
 }
 # Writes the state file: the facts of this sync; the earlier ones of
 # files it kept; and the earlier ones of files it did not see. A failed
