@@ -32,6 +32,11 @@ const REQUIRED: &[&str] = &["mkdir", "mv", "rm", "tar"];
 /// real daemon does that in its own code.
 const FAKE_DAEMON_NEEDS: &[&str] = &["cat", "mkdir", "stat"];
 
+/// What the base64 fallback needs besides: it cuts its input and output
+/// into chunks (`head`, `dd`, `wc`), decodes and encodes them (`base64`)
+/// and sets modes one file at a time (`chmod`).
+const FALLBACK_NEEDS: &[&str] = &["base64", "chmod", "dd", "head", "wc"];
+
 /// The deadline each call gets, and the time within which it must end
 /// all the same: a call that needs its deadline has waited on the other
 /// side.
@@ -132,6 +137,9 @@ fn each_missing_tool(transport: Transport) {
     let mut required: Vec<&str> = REQUIRED.to_vec();
     if transport == Transport::Daytona {
         required.extend(FAKE_DAEMON_NEEDS);
+    }
+    if has_capability("base64-chunks") {
+        required.extend(FALLBACK_NEEDS);
     }
     required.sort_unstable();
     required.dedup();

@@ -308,7 +308,8 @@ pub fn records_first_sync_out(u: Env) -> bool {
     u.transport != Transport::Local
 }
 
-fn has_capability(name: &str) -> bool {
+/// True when the provider under test advertises capability `name`.
+pub fn has_capability(name: &str) -> bool {
     runtime().info().capabilities.iter().any(|c| c == name)
 }
 
