@@ -6,10 +6,12 @@
 //! sync-in landed them, each with the token it was landed under. A host
 //! file is kept when its own token now, taken from the identity the walk
 //! read, is the listed one. The archive then carries, per listed
-//! directory mapping, a `k<k>` member naming the listed files *not* kept
-//! (the program keeps the rest, once checked unchanged), and per file
-//! mapping kept an empty `kf<k>` instead of its file; and, where the
-//! sandbox records, the tokens of what it sends (`t<k>`, `tf<k>`).
+//! directory mapping, a `k<k>` member naming, as ranges of the listing's
+//! lines, the listed files kept (the program keeps those, once checked
+//! unchanged, and nothing else: a line the host did not read is never
+//! kept), and per file mapping kept an empty `kf<k>` instead of its file;
+//! and, where the sandbox records, the tokens of what it sends (`t<k>`,
+//! `tf<k>`).
 //!
 //! Names with a newline or backslash are always sent (the program's file
 //! list is one name a line, and GNU tar unquotes backslashes). A sandbox
@@ -17,7 +19,9 @@
 //! controls: the copy comes from its own target, and every name and the
 //! tree's shape still come from the plan.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use sandbox_sync_core::script::ranges;
 use std::fmt::Write as _;
 
 use sandbox_sync_core::incremental::{self, Token};
@@ -39,8 +43,8 @@ pub struct Keeper<'l> {
     walked_at: (i64, u32),
     /// The sandbox records facts: send the tokens of what is sent.
     records: bool,
-    /// Per listed directory mapping, the listed names kept.
-    kept: BTreeMap<usize, HashSet<String>>,
+    /// Per listed directory mapping, the listing's lines kept.
+    kept: BTreeMap<usize, Vec<u32>>,
     /// File mappings whose target is kept.
     kept_files: Vec<usize>,
     /// Per directory mapping, `<token> ./<rel>` lines of what is sent.
@@ -125,8 +129,8 @@ impl<'l> Keeper<'l> {
         let mine = self.token(p, p.mode);
         let plain = !rel.contains(['\n', '\\']);
         let listed = self.listing.dirs.get(&grant).and_then(|f| f.get(rel));
-        if plain && mine.is_some() && listed == mine.as_ref() {
-            self.kept.entry(grant).or_default().insert(rel.to_owned());
+        if let Some(l) = listed.filter(|l| plain && mine == Some(l.token)) {
+            self.kept.entry(grant).or_default().push(l.line);
             // Directory mappings count archive bytes.
             self.counted.push((grant, p.member().archive_len()));
             self.dropped += p.member().archive_len();
@@ -147,21 +151,13 @@ impl<'l> Keeper<'l> {
     }
 
     /// The members that say what was kept and what the sandbox records:
-    /// per listed directory mapping its `k<k>` (the listed names not kept),
+    /// per listed directory mapping its `k<k>` (ranges of the lines kept),
     /// an empty `kf<k>` per file mapping whose target is kept, and the
     /// tokens `t<k>` and `tf<k>` of what was sent.
     pub fn lists(&self) -> impl Iterator<Item = Planned> + '_ {
-        let drops = self.listing.dirs.iter().map(|(k, listed)| {
-            let kept = self.kept.get(k);
-            let mut drop = Vec::new();
-            for name in listed.keys() {
-                if !kept.is_some_and(|s| s.contains(name)) {
-                    drop.extend_from_slice(b"./");
-                    drop.extend_from_slice(name.as_bytes());
-                    drop.push(b'\n');
-                }
-            }
-            (format!("k{k}"), drop)
+        let kept = self.listing.dirs.keys().map(|k| {
+            let lines = self.kept.get(k).cloned().unwrap_or_default();
+            (format!("k{k}"), ranges(lines))
         });
         let files = self
             .kept_files
@@ -175,8 +171,7 @@ impl<'l> Keeper<'l> {
             .file_tokens
             .iter()
             .map(|(k, t)| (format!("tf{k}"), format!("{}\n", t.hex()).into_bytes()));
-        drops
-            .chain(files)
+        kept.chain(files)
             .chain(tokens)
             .chain(file_tokens)
             .map(|(name, body)| Planned {

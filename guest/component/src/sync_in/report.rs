@@ -1,7 +1,9 @@
 //! What the inbound program prints: its report before the host's answer
 //! (listings, then caps) and its status lines after.
 
-use sandbox_sync_core::script::{self, Caps, Listing, ListingParser, Status};
+use sandbox_sync_core::script::{
+    self, Caps, Decoder, Encoding, InboundSink, Listing, ListingParser, Status,
+};
 
 use sandbox_sync_driver::bindings::wasi::io::streams::InputStream;
 
@@ -44,11 +46,9 @@ struct Report {
     pending: Vec<u8>,
     listed: usize,
     dropped: bool,
-    /// A gzipped listing being read (`<TAG> zlist <k> <bytes>`): its
-    /// mapping, the bytes still to come, and those so far.
-    blob: Option<(usize, usize, Vec<u8>)>,
-    /// That listing is base64 of gzip (`blist`, a toolbox report's).
-    encoded: bool,
+    /// A gzipped listing being read (`<TAG> zlist <k> <bytes>`, or
+    /// `blist`): its mapping, the bytes still to come, and its decoder.
+    blob: Option<(usize, usize, Decoder<InboundSink>)>,
 }
 
 impl Report {
@@ -57,19 +57,18 @@ impl Report {
         self.pending.extend_from_slice(chunk);
         let mut start = 0;
         loop {
-            if let Some((k, left, blob)) = &mut self.blob {
+            if let Some((k, left, decoder)) = &mut self.blob {
                 let take = (*left).min(self.pending.len() - start);
-                if !self.dropped {
-                    blob.extend_from_slice(&self.pending[start..start + take]);
-                }
+                decoder.push(&self.pending[start..start + take]);
                 start += take;
                 *left -= take;
                 if *left > 0 {
                     break;
                 }
-                let (k, blob) = (*k, std::mem::take(blob));
-                self.blob = None;
-                self.inflated(k, &blob);
+                let k = *k;
+                if let Some((_, _, decoder)) = self.blob.take() {
+                    self.inflated(k, decoder);
+                }
                 continue;
             }
             let Some(n) = self.pending[start..].iter().position(|&b| b == b'\n') else {
@@ -87,11 +86,13 @@ impl Report {
                 return Some((caps, listing));
             }
             self.listed += line.len();
-            if let Some((k, len, encoded)) = zlist(text) {
+            if let Some((k, len, encoding)) = zlist(text) {
                 self.listed += len;
                 self.dropped |= self.listed > MAX_LISTING_BYTES;
-                self.blob = Some((k, len, Vec::new()));
-                self.encoded = encoded;
+                // What is left of the bound, inflated.
+                let room = MAX_LISTING_BYTES.saturating_sub(self.listed) as u64;
+                let decoder = Decoder::new(encoding, room, self.parser.sink());
+                self.blob = Some((k, len, decoder));
                 continue;
             }
             self.dropped |= self.listed > MAX_LISTING_BYTES;
@@ -110,45 +111,35 @@ impl Report {
         None
     }
 
-    /// Feeds the lines of mapping `k`'s gzipped listing to the parser, as
-    /// if they had come plain; one that inflates past what is left of the
-    /// bound drops every listing.
-    fn inflated(&mut self, k: usize, blob: &[u8]) {
+    /// Takes mapping `k`'s gzipped listing, read; one that did not
+    /// inflate within what is left of the bound drops every listing.
+    fn inflated(&mut self, k: usize, decoder: Decoder<InboundSink>) {
         if self.dropped {
             return;
         }
-        let room = MAX_LISTING_BYTES.saturating_sub(self.listed);
-        let lines = if self.encoded {
-            script::unbase64_gunzip(blob, room)
-        } else {
-            script::gunzip(blob, room)
-        };
-        let Some(lines) = lines else {
-            self.dropped = true;
-            self.parser = ListingParser::default();
-            return;
-        };
-        self.listed += lines.len();
-        self.parser.line(&format!("{} list {k}", script::TAG));
-        for line in lines.split(|&b| b == b'\n') {
-            self.parser.line(std::str::from_utf8(line).unwrap_or(""));
+        match decoder.finish() {
+            Some(files) => self.parser.listed(k, files),
+            None => {
+                self.dropped = true;
+                self.parser = ListingParser::default();
+            }
         }
     }
 }
 
-/// `<TAG> zlist <k> <bytes>`, or `blist` (true: base64 of gzip).
-fn zlist(line: &str) -> Option<(usize, usize, bool)> {
+/// `<TAG> zlist <k> <bytes>`, or `blist` (base64 of gzip).
+fn zlist(line: &str) -> Option<(usize, usize, Encoding)> {
     let mut w = line.split(' ');
     if w.next()? != script::TAG {
         return None;
     }
-    let encoded = match w.next()? {
-        "zlist" => false,
-        "blist" => true,
+    let encoding = match w.next()? {
+        "zlist" => Encoding::Gzip,
+        "blist" => Encoding::Base64Gzip,
         _ => return None,
     };
     let (k, len) = (w.next()?.parse().ok()?, w.next()?.parse().ok()?);
-    w.next().is_none().then_some((k, len, encoded))
+    w.next().is_none().then_some((k, len, encoding))
 }
 
 /// Reads the inbound program's status lines until stdout ends (after

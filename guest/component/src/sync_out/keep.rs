@@ -26,7 +26,9 @@ use std::collections::HashMap;
 use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::incremental::{Fact, Facts, Token};
 use sandbox_sync_core::sandbox_path::split_parent;
-use sandbox_sync_core::script::{gunzip, parse_listing, Listed, Marker, Probe};
+use sandbox_sync_core::script::{
+    ranges, Decoder, Encoding, Listed, Marker, Named, OutboundSink, TooManyListed,
+};
 use sandbox_sync_core::tar_read::Source;
 use sandbox_sync_core::tar_write::padding;
 use sandbox_sync_core::SCRATCH_PREFIX;
@@ -67,7 +69,7 @@ pub struct Keeping {
     pub kept: HashMap<usize, Vec<Kept>>,
     /// The sandbox's token for each listed file whose identity counts, by
     /// path relative to the source (`f` for a file mapping).
-    pub tokens: HashMap<usize, HashMap<String, Token>>,
+    pub tokens: HashMap<usize, Named>,
     /// What each directory target held, where the walk took stock of it.
     pub held: HashMap<usize, Held>,
 }
@@ -91,7 +93,8 @@ pub fn exchange(
     max_files: u64,
 ) -> Result<Keeping, SyncError> {
     let mut listings = Vec::with_capacity(listed.len());
-    let mut room = MAX_LISTING;
+    let mut room = usize::try_from(max_files).unwrap_or(usize::MAX);
+    let mut chunk = vec![0; 64 << 10];
     for &k in listed {
         let (len, probe, zipped) = match super::receive::read_marker(input)? {
             Marker::Listing {
@@ -106,33 +109,48 @@ pub fn exchange(
                 )))
             }
         };
-        let bytes = if len <= room {
-            // At most MAX_LISTING: the casts are lossless.
-            let mut buf = vec![0; len as usize];
-            input.read_exact(&mut buf)?;
-            let bytes = match zipped {
-                // One that inflates past the bound is no listing: all sent.
-                true => gunzip(&buf, room as usize).unwrap_or_default(),
-                false => buf,
-            };
-            room -= bytes.len() as u64;
-            bytes
+        // Read as it comes: nothing of it is held but the table.
+        let encoding = if zipped {
+            Encoding::Gzip
         } else {
-            input.skip(len)?;
-            Vec::new()
+            Encoding::Plain
         };
+        let mut decoder = Decoder::new(encoding, MAX_LISTING, OutboundSink::new(probe, room));
+        let mut left = len;
+        while left > 0 {
+            // At most the chunk's length: the cast is lossless.
+            let n = left.min(chunk.len() as u64) as usize;
+            input.read_exact(&mut chunk[..n])?;
+            decoder.push(&chunk[..n]);
+            left -= n as u64;
+        }
         input.skip(padding(len))?;
-        listings.push((k, probe, bytes));
+        // One that is not what it says, or inflates past the bound, is no
+        // listing: all its files are sent.
+        let files = match decoder.finish() {
+            Some(sink) => sink.files().map_err(too_many)?,
+            None => Named::default(),
+        };
+        room -= files.len();
+        listings.push((k, files));
     }
-    let (answer, keeping) = decide(&listings, targets, mappings, facts, max_files)?;
+    let (answer, keeping) = decide(listings, targets, mappings, facts)?;
     io::write_all(stdin, &answer)
         .and_then(|()| io::flush(stdin))
         .map_err(|e| SyncError::Transport(format!("failed to send the keep lists: {e}")))?;
     Ok(keeping)
 }
 
-/// Judges each listing (mapping index, probe, the listing's bytes) against
-/// its target and the host's facts of it (`facts`, per mapping): the
+/// A listing of more files than the request's `--max-entries`.
+pub fn too_many(e: TooManyListed) -> SyncError {
+    SyncError::LimitExceeded(format!(
+        "the sandbox listed more than {} files (--max-entries)",
+        e.0
+    ))
+}
+
+/// Judges each listing (mapping index, what it names) against its target
+/// and the host's facts of it (`facts`, per mapping): the
 /// answer the program reads (per listing a length line, then that many
 /// bytes of `<first> <last>` lines: the ascending ranges of the listing's
 /// lines whose files to leave out), and what that keeps.
@@ -141,24 +159,15 @@ pub fn exchange(
 /// More listed files, all listings together, than `max_files`; a host
 /// walk failure or a bad exclude pattern.
 pub fn decide(
-    listings: &[(usize, Option<Probe>, Vec<u8>)],
+    listings: Vec<(usize, Named)>,
     targets: &[&GrantedDir],
     mappings: &[Mapping<'_>],
     facts: &HashMap<usize, Facts>,
-    max_files: u64,
 ) -> Result<(Vec<u8>, Keeping), SyncError> {
     let mut keeping = Keeping::default();
     let mut answer = Vec::new();
     let none = Facts::new();
-    let mut room = usize::try_from(max_files).unwrap_or(usize::MAX);
-    for (k, probe, bytes) in listings {
-        let k = *k;
-        let listed = parse_listing(bytes, probe.as_ref(), room).map_err(|_| {
-            SyncError::LimitExceeded(format!(
-                "the sandbox listed more than {max_files} files (--max-entries)"
-            ))
-        })?;
-        room -= listed.len();
+    for (k, listed) in listings {
         let m = mappings[k].spec;
         let excluder = Excluder::new(&m.exclude)?;
         let facts = facts.get(&k).unwrap_or(&none);
@@ -207,31 +216,9 @@ pub fn decide(
         answer.extend_from_slice(format!("{}\n", ranges.len()).as_bytes());
         answer.extend_from_slice(&ranges);
         keeping.kept.insert(k, keep);
-        let tokens = listed.into_iter().map(|(p, l)| (p, l.token)).collect();
-        keeping.tokens.insert(k, tokens);
+        keeping.tokens.insert(k, listed);
     }
     Ok((answer, keeping))
-}
-
-/// `lines` (any order) as ascending `<first> <last>` lines of runs.
-fn ranges(mut lines: Vec<u32>) -> Vec<u8> {
-    lines.sort_unstable();
-    let mut out = Vec::new();
-    let mut run: Option<(u32, u32)> = None;
-    for l in lines {
-        run = match run {
-            Some((a, b)) if l == b + 1 => Some((a, l)),
-            Some((a, b)) => {
-                out.extend_from_slice(format!("{a} {b}\n").as_bytes());
-                Some((l, l))
-            }
-            None => Some((l, l)),
-        };
-    }
-    if let Some((a, b)) = run {
-        out.extend_from_slice(format!("{a} {b}\n").as_bytes());
-    }
-    out
 }
 
 /// Target files at listed paths: path, what the listing said of it, what
@@ -240,12 +227,8 @@ type Found = Vec<(String, Listed, DirEntryChange)>;
 
 /// A file mapping's target, when the sandbox listed its source (as `f`)
 /// and the target is a regular file on the grant's own filesystem.
-fn held_file(
-    parent: &GrantedDir,
-    listed: &HashMap<String, Listed>,
-    target: &str,
-) -> Result<Found, SyncError> {
-    let Some(&t) = listed.get("f") else {
+fn held_file(parent: &GrantedDir, listed: &Named, target: &str) -> Result<Found, SyncError> {
+    let Some(t) = listed.get("f") else {
         return Ok(Vec::new());
     };
     let (_, base) = split_parent(target);
@@ -260,15 +243,15 @@ fn held_file(
     Ok(vec![("f".to_owned(), t, e)])
 }
 
-/// The regular files of `grant` (the target) at paths `tokens` lists, on
+/// The regular files of `grant` (the target) at paths `listed` names, on
 /// the grant's own filesystem (a kept file is hard-linked), and all the
-/// target holds (see [`Held`]): a walk that never follows a symlink. Past
-/// a bound on what a tree the sandbox listed can hold (twice its files
-/// and 10,000 more) it stops taking stock (`None`), and enters only
-/// directories a listed path lies under.
+/// target holds (see [`Held`]): a walk that never follows a symlink nor
+/// enters another filesystem (a mount inside leaves what it holds
+/// unknown). Past a bound on what a tree the sandbox listed can hold
+/// (twice its files and 10,000 more) it stops taking stock (`None`).
 fn held(
     grant: &GrantedDir,
-    tokens: &HashMap<String, Listed>,
+    listed: &Named,
     target: &str,
 ) -> Result<(Found, Option<Held>), SyncError> {
     let device = grant
@@ -276,17 +259,7 @@ fn held(
         .map_err(|e| fs("stat", target, e))?
         .metadata
         .device;
-    // Sorted, so whether a listed path lies under a directory is one
-    // binary search (a set of every prefix hashes each path once per
-    // component: quadratic in a deep path's length).
-    let mut listed: Vec<&str> = tokens.keys().map(String::as_str).collect();
-    listed.sort_unstable();
-    let holds = |dir: &str| {
-        let under = format!("{dir}/");
-        let at = listed.partition_point(|p| *p < under.as_str());
-        listed.get(at).is_some_and(|p| p.starts_with(&under))
-    };
-    let mut room = tokens.len().saturating_mul(2).saturating_add(10_000);
+    let mut room = listed.len().saturating_mul(2).saturating_add(10_000);
     let mut all = Some(Held::default());
     let mut out = Vec::new();
     let mut stack = vec![String::new()];
@@ -318,10 +291,11 @@ fn held(
                 }
             }
             match m.kind {
-                EntryKind::Directory if all.is_some() || holds(&path) => stack.push(path),
+                EntryKind::Directory if m.device == device => stack.push(path),
+                EntryKind::Directory => all = None,
                 EntryKind::File if m.device == device => {
-                    if let Some(&t) = tokens.get(&path) {
-                        out.push((path, t, e));
+                    if let Some(l) = listed.get(&path) {
+                        out.push((path, l, e));
                     }
                 }
                 _ => {}
@@ -376,7 +350,7 @@ impl Landed {
 fn files_under(
     grant: &GrantedDir,
     base: &str,
-    tokens: &HashMap<String, Token>,
+    tokens: &Named,
     shown: &str,
 ) -> Result<Vec<(String, DirEntryChange)>, SyncError> {
     let mut out = Vec::new();
@@ -397,7 +371,7 @@ fn files_under(
             let path = child(&dir, &e.name);
             match e.metadata.kind {
                 EntryKind::Directory => stack.push(path),
-                EntryKind::File if tokens.contains_key(&path) => out.push((path, e)),
+                EntryKind::File if tokens.get(&path).is_some() => out.push((path, e)),
                 _ => {}
             }
         }
@@ -413,7 +387,7 @@ fn files_under(
 pub fn staged_tree(
     grant: &GrantedDir,
     staging: &str,
-    tokens: &HashMap<String, Token>,
+    tokens: &Named,
     shown: &str,
 ) -> Result<HashMap<String, Landed>, SyncError> {
     Ok(files_under(grant, staging, tokens, shown)?
@@ -437,7 +411,7 @@ pub fn staged_file(grant: &GrantedDir, tmp: &str) -> Option<Landed> {
 /// A failed walk of the target.
 pub fn tree_facts(
     grant: &GrantedDir,
-    tokens: &HashMap<String, Token>,
+    tokens: &Named,
     landed: &HashMap<String, Landed>,
     shown: &str,
 ) -> Result<Facts, SyncError> {
@@ -446,8 +420,8 @@ pub fn tree_facts(
         return Ok(facts);
     };
     for (path, e) in files_under(grant, "", tokens, shown)? {
-        if let (Some(&token), Some(&was)) = (tokens.get(&path), landed.get(&path)) {
-            insert_fact(&mut facts, &e, token, was, clock);
+        if let (Some(l), Some(&was)) = (tokens.get(&path), landed.get(&path)) {
+            insert_fact(&mut facts, &e, l.token, was, clock);
         }
     }
     Ok(facts)

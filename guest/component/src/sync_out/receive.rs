@@ -4,10 +4,10 @@
 
 use std::collections::HashMap;
 
-use sandbox_sync_core::incremental::{Facts, Token};
+use sandbox_sync_core::incremental::Facts;
 use sandbox_sync_core::outcome::{Blame, Read};
 use sandbox_sync_core::sandbox_path::split_parent;
-use sandbox_sync_core::script::{self, Marker};
+use sandbox_sync_core::script::{self, Marker, Named};
 use sandbox_sync_core::tar_read::{Limits, Source};
 use sandbox_sync_core::tar_write::BLOCK;
 
@@ -210,7 +210,7 @@ struct Landing<'a> {
     pending: Pending<'a>,
     mapping: &'a FileMapping,
     /// The listed sandbox files' tokens, by path (none: it was not listed).
-    tokens: Option<HashMap<String, Token>>,
+    tokens: Option<Named>,
 }
 
 /// Commits every staged mapping when the call succeeded, in order;
@@ -272,7 +272,7 @@ pub fn land(
                 let (_, base) = split_parent(&m.target_path);
                 tokens
                     .get("f")
-                    .map(|&t| keep::file_fact(grant, base, t, was))
+                    .map(|l| keep::file_fact(grant, base, l.token, was))
                     .unwrap_or_default()
             }
             None => Facts::new(),

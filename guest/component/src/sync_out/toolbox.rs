@@ -48,12 +48,21 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             let ran = toolbox::run_program(&report, limits.timeout_ms, limits.max_stderr_bytes)?;
             let listings = exit(&ran.status)
                 .succeeded()
-                .then(|| parse_outbound_report(&ran.stdout, keep::MAX_LISTING as usize))
+                .then(|| {
+                    parse_outbound_report(
+                        &ran.stdout,
+                        keep::MAX_LISTING,
+                        usize::try_from(limits.max_entries).unwrap_or(usize::MAX),
+                    )
+                })
                 .filter(|l| l.iter().map(|x| x.0).eq(listed.iter().copied()));
             match listings {
                 Some(listings) => {
-                    let (answer, keeping) =
-                        decide(&listings, targets, &mappings, &facts, limits.max_entries)?;
+                    let mut named = Vec::with_capacity(listings.len());
+                    for (k, files) in listings {
+                        named.push((k, files.map_err(keep::too_many)?));
+                    }
+                    let (answer, keeping) = decide(named, targets, &mappings, &facts)?;
                     (
                         program.finish_answered(&answer, &report_scratch)?,
                         Some(keeping),

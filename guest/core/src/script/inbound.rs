@@ -51,8 +51,8 @@ impl InboundScript {
     /// program lists the target's files still exactly as a sync-in landed
     /// them (`<TAG> list <k>`, then `<token> ./<path>` lines, then `<TAG>
     /// listed <k>`; see [`ListingParser`](super::ListingParser)). Where the
-    /// archive then brings a member `k<k>` (the listed names the host does
-    /// *not* keep, one a line) and anything is kept, the target is updated
+    /// archive then brings a member `k<k>` (the listed files the host
+    /// keeps, as ascending `<first> <last>` ranges of the listing's lines) and anything is kept, the target is updated
     /// in place: what the new tree does not hold goes, the staged tree is
     /// linked in over what stays, and the kept files are not touched;
     /// without one nothing is kept and the staged tree replaces the target

@@ -225,23 +225,29 @@ _ss_listf() {
 # A directory keeps its unchanged files in place: the merge takes cp's -a
 # and -l, xargs -0 and tr (GNU and BusyBox have them all).
 _ss_keepable() { _ss_have cp xargs tr; }
-# For directory mapping $1 (target $2): the files it listed but those the
-# host's member k$1 names (the host keeps nothing without one) stay where
-# they are, as K$1 (names) and KI$1 (their device and inode). With any,
-# the target is updated in place (_ss_merge) instead of replaced: nothing
-# it keeps is touched. A listing the host kept by but that is lost fails
-# the sync (the host did not send those files).
+# For directory mapping $1 (target $2): the files it listed (J$1) that the
+# host's member k$1 names (ascending "<first> <last>" ranges of J$1's
+# lines; nothing without one, nothing the host did not name) stay where
+# they are, as K$1 (names) and KI$1 (their device and inode). With any, the target
+# is updated in place (_ss_merge) instead of replaced: nothing it keeps is
+# touched. A listing the host kept by but that is lost fails the sync (the
+# host did not send those files).
 _ss_keep() {
   [ -e "/proc/self/fd/9/k$1" ] || return 0
   [ -e "$_ss_S/J$1" ] || _ss_die "$_ss_E_EXTRACT" "the listing of $2 was lost"
-  LC_ALL=C awk -v drop="/proc/self/fd/9/k$1" -v was="$_ss_S/I$1" -v kt="$_ss_S/KT$1" -v ki="$_ss_S/KI$1" '
+  LC_ALL=C awk -v keep="/proc/self/fd/9/k$1" -v was="$_ss_S/I$1" -v kt="$_ss_S/KT$1" -v ki="$_ss_S/KI$1" '
     function rel(l, f) { split(l, f, " "); return substr(l, length(f[1] f[2] f[3] f[4] f[5] f[6]) + 7) }
     BEGIN {
-      while ((getline l < drop) > 0) d[l] = 1
+      while ((getline l < keep) > 0) { split(l, f, " "); a[++n] = f[1] + 0; b[n] = f[2] + 0 }
       while ((getline l < was) > 0) { split(l, f, " "); id[rel(l)] = f[1] " " f[2] }
-      printf "" > kt; printf "" > ki
+      printf "" > kt; printf "" > ki; i = 1
     }
-    { p = substr($0, 18); if (!(p in d)) { print p; print > kt; print id[p] > ki } }' "$_ss_S/J$1" >"$_ss_S/K$1" \
+    {
+      while (i <= n && FNR > b[i]) i++
+      if (i > n) exit
+      if (FNR < a[i]) next
+      p = substr($0, 18); print p; print > kt; print id[p] > ki
+    }' "$_ss_S/J$1" >"$_ss_S/K$1" \
     || _ss_die "$_ss_E_EXTRACT" "cannot read the keep list of $2"
 }
 # Keeps the target $2 of file mapping $1 where the host sent member kf$1
@@ -261,7 +267,7 @@ _ss_keepf() {
 }
 # True when the target (pinned as fd 8) already is what the staged tree $1
 # (d<k>) and the files kept in place (K<k>) make, so a merge would change
-# nothing: the host left no listed file out (k<k> is empty); the staged
+# nothing: every file in the target is one the host kept (K<k>); the staged
 # tree's directories are exactly the target's, each with the same mode;
 # its symlinks exactly the target's (`stat -c %N`: name and target); it
 # holds nothing else, and the target nothing else but kept files (no name
@@ -271,7 +277,7 @@ _ss_keepf() {
 # unchanged tree costs a stat of its directories.
 _ss_same() {
   _ss_k=${1#d}; _ss_d="/proc/self/fd/9/$1"
-  [ -e "/proc/self/fd/9/k$_ss_k" ] && [ ! -s "/proc/self/fd/9/k$_ss_k" ] && [ -f "$_ss_S/M$_ss_k" ] || return 1
+  [ -e "/proc/self/fd/9/k$_ss_k" ] && [ -f "$_ss_S/M$_ss_k" ] || return 1
   _ss_x=$(stat -c %f /proc/self/fd/8/.) || return 1
   # A name with a newline, either side, would not be one line.
   (cd -P "$_ss_d" && find . -name "*$_ss_nl*" -prune -print) >"$_ss_S/T" 2>/dev/null \

@@ -34,6 +34,7 @@ use crate::Error;
 pub mod exit;
 mod fallback;
 mod inbound;
+mod listing;
 mod outbound;
 mod protocol;
 pub mod toolbox;
@@ -42,11 +43,12 @@ pub use fallback::{fallback, FallbackStep};
 pub use inbound::InboundScript;
 pub use outbound::OutboundScript;
 
-pub use protocol::unbase64_gunzip;
+pub use listing::{
+    parse_listing, parse_outbound_report, ranges, Decoder, Encoding, InboundSink, Listed, Listing,
+    ListingParser, Named, OutboundSink, Probe, Sink, TooManyListed,
+};
 pub use protocol::{
-    choice_name, gunzip, parse_caps, parse_listing, parse_marker, parse_outbound_report,
-    parse_status, Caps, Codec, Listed, Listing, ListingParser, Marker, Probe, Status,
-    TooManyListed, TAG,
+    choice_name, parse_caps, parse_marker, parse_status, Caps, Codec, Marker, Status, TAG,
 };
 
 /// The constant `sh -c` program every exec starts with.
