@@ -25,11 +25,12 @@ fn hostile_root() -> &'static Path {
         std::fs::write(root.join("usr/local/bin/tar"), "#!/bin/sh\n# It passes for GNU tar (the program then trusts it most: excludes,\n# keep lists), and whatever it is asked, it writes the crafted archive\n# (unless its case is marked honest for now: then it is the real tar).\ncase $1 in --version) echo 'tar (GNU tar) 1.35'; exit 0 ;; esac\n[ ! -e ../../honest ] || exec /usr/bin/tar \"$@\"\n[ ! -e ../../slow ] || { sleep 1; exec /usr/bin/tar \"$@\"; }\nexec cat ./.evil.tar\n").unwrap();
         std::fs::set_permissions(root.join("usr/local/bin/tar"), std::fs::Permissions::from_mode(0o755)).unwrap();
         // A `find` that never returns in a directory holding `.hang`: an
-        // incremental listing that never comes; in one holding `.flood`,
-        // a listing of that many made-up files.
+        // incremental listing that never comes; in one holding `.flood`
+        // ("N" or "N DEPTH"), a listing of N made-up files, each DEPTH
+        // ten-byte directories deep.
         std::fs::write(root.join("usr/local/bin/find"), "#!/bin/sh
 [ ! -e ./.hang ] || exec sleep 600
-[ ! -e ./.flood ] || { d=$(stat -c %d .); seq \"$(cat ./.flood)\" | exec sed \"s|.*|$d & 1 2000-01-01 00:00:00.000000000 +0000 ./f&|\"; }
+[ ! -e ./.flood ] || { read -r n deep <./.flood; p=$(seq \"${deep:-0}\" | sed 's|.*|ddddddddd/|' | tr -d '\\n'); d=$(stat -c %d .); seq \"$n\" | exec sed \"s|.*|$d & 1 2000-01-01 00:00:00.000000000 +0000 ./$p&|\"; }
 exec /usr/bin/find \"$@\"\n").unwrap();
         std::fs::set_permissions(root.join("usr/local/bin/find"), std::fs::Permissions::from_mode(0o755)).unwrap();
         root
@@ -438,6 +439,40 @@ fn a_listing_flood_trips_max_entries() {
     assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
     assert!(err.error.message.contains("max-entries"), "{}", err.error);
     assert_eq!(held, ["outside", "outside/victim", "target", "target/old"]);
+}
+
+/// Incremental sync-out: a listing within every limit but of long names
+/// (40,000 files each 1 KB deep: 41 MB of text) costs the guest a table
+/// of 24 bytes a file, never the names: the sync lands in 32 MiB of guest
+/// memory (holding the names took more than their 41 MB).
+#[test]
+fn a_listing_of_long_names_fits_in_guest_memory() {
+    if !keeps_unchanged(GNU_LOCAL) {
+        return;
+    }
+    let c = case(9994, &hostile::end(Vec::new()));
+    let src = c.base.join("workspace/src");
+    std::fs::write(src.join(".flood"), b"40000 100\n").unwrap();
+    std::fs::write(src.join("real.txt"), b"real bytes").unwrap();
+    std::fs::write(c.base.join("honest"), b"").unwrap();
+    let target = c.host.join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("old"), b"old").unwrap();
+    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
+    opts.incremental = true;
+    opts.guest_memory_bytes = 32 << 20;
+    opts.timeout = std::time::Duration::from_secs(120);
+    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
+    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
+    let out = block_on(runtime().sync_out(&ops, &opts, backend));
+    let _ = std::fs::remove_dir_all(&c.base);
+    let out = out.unwrap_or_else(|e| panic!("{}", e.error));
+    assert_eq!(
+        std::fs::read(target.join("real.txt")).unwrap(),
+        b"real bytes"
+    );
+    assert!(!target.join("old").exists());
+    assert_eq!(out.operations[0].files_transferred, 3);
 }
 
 /// Issue 11.9: deep member paths imply one directory per component; the
