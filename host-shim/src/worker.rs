@@ -23,8 +23,19 @@ use tokio::task::JoinSet;
 
 use crate::backend::BackendConfig;
 use crate::request::SyncOperation;
-use crate::runtime::Runtime;
+use crate::runtime::{LoadError, Runtime};
 use crate::{SyncError, SyncOptions};
+
+/// Why the worker stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The embedded provider component did not load.
+    #[error("loading the embedded provider: {0}")]
+    Load(#[from] LoadError),
+    /// Reading requests failed.
+    #[error("reading requests: {0}")]
+    Input(#[from] std::io::Error),
+}
 
 /// JSON-RPC and plugin error codes.
 pub mod code {
@@ -70,6 +81,48 @@ struct SyncParams {
     config: Map<String, Value>,
     lease: Lease,
     operations: Vec<SyncOperation>,
+}
+
+/// The sync knobs of a plugin config (the backend's own keys, read by
+/// [`BackendConfig::from_plugin`], are left to it). A key of the wrong
+/// type is an invalid-params error, never silently ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SyncConfig {
+    component_path: Option<PathBuf>,
+    timeout_ms: Option<u64>,
+    pod_activity_deadline_sec: Option<u64>,
+    max_output_bytes: Option<u64>,
+    max_entries: Option<u64>,
+    max_metadata_bytes: Option<u64>,
+    max_stderr_bytes: Option<u64>,
+    confine_followed_symlinks: Option<bool>,
+    incremental: Option<bool>,
+    compress: Option<String>,
+}
+
+impl SyncConfig {
+    /// The options for a sync into `remote_dir` under this config.
+    fn options(&self, remote_dir: String) -> Result<SyncOptions, String> {
+        let mut opts = SyncOptions::new(remote_dir);
+        if let Some(ms) = self.timeout_ms {
+            opts.timeout = Duration::from_millis(ms);
+        } else if let Some(s) = self.pod_activity_deadline_sec {
+            opts.timeout = Duration::from_secs(s);
+        }
+        opts.max_output_bytes = self.max_output_bytes.unwrap_or(opts.max_output_bytes);
+        opts.max_entries = self.max_entries.unwrap_or(opts.max_entries);
+        opts.max_metadata_bytes = self.max_metadata_bytes.unwrap_or(opts.max_metadata_bytes);
+        opts.max_stderr_bytes = self.max_stderr_bytes.unwrap_or(opts.max_stderr_bytes);
+        opts.confine_followed_symlinks = self.confine_followed_symlinks.unwrap_or(false);
+        opts.incremental = self.incremental.unwrap_or(opts.incremental);
+        if let Some(c) = &self.compress {
+            opts.compress = c
+                .parse()
+                .map_err(|e| format!("Invalid params: config.compress: {e}"))?;
+        }
+        Ok(opts)
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -143,8 +196,9 @@ struct Worker {
 /// Serves requests from `input` until EOF or `shutdown`, writing responses to `output`.
 ///
 /// # Errors
-/// Only when the embedded component cannot be loaded or output fails.
-pub async fn serve<R, W>(input: R, output: W) -> anyhow::Result<()>
+/// Only when the embedded component cannot be loaded or reading input
+/// fails (a closed output ends the writer, and the worker with its input).
+pub async fn serve<R, W>(input: R, output: W) -> Result<(), WorkerError>
 where
     R: tokio::io::AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -312,6 +366,24 @@ impl Worker {
                 )
             }
         };
+        // The path to a mistyped key is part of the message (serde's own
+        // errors do not name the field).
+        let sync_config: SyncConfig =
+            match serde_path_to_error::deserialize(Value::Object(params.config.clone())) {
+                Ok(c) => c,
+                Err(e) => {
+                    return self.send_error(
+                        id,
+                        code::INVALID_PARAMS,
+                        format!("Invalid params: config.{}: {}", e.path(), e.inner()),
+                        None,
+                    )
+                }
+            };
+        let opts = match sync_config.options(remote_dir) {
+            Ok(o) => o,
+            Err(e) => return self.send_error(id, code::INVALID_PARAMS, e, None),
+        };
         let config = match BackendConfig::from_plugin(
             &params.config,
             params.lease.provider_lease_id.as_deref(),
@@ -339,9 +411,9 @@ impl Worker {
                 );
             }
         };
-        let runtime = match params.config.get("componentPath").and_then(Value::as_str) {
+        let runtime = match &sync_config.component_path {
             None => Arc::clone(&self.embedded),
-            Some(p) => match self.runtime_for(PathBuf::from(p)).await {
+            Some(p) => match self.runtime_for(p.clone()).await {
                 Ok(r) => r,
                 Err(e) => {
                     return self.send_error(
@@ -353,42 +425,6 @@ impl Worker {
                 }
             },
         };
-        let mut opts = SyncOptions::new(remote_dir);
-        if let Some(ms) = params.config.get("timeoutMs").and_then(Value::as_u64) {
-            opts.timeout = Duration::from_millis(ms);
-        } else if let Some(s) = params
-            .config
-            .get("podActivityDeadlineSec")
-            .and_then(Value::as_u64)
-        {
-            opts.timeout = Duration::from_secs(s);
-        }
-        let limit = |k: &str| params.config.get(k).and_then(Value::as_u64);
-        opts.max_output_bytes = limit("maxOutputBytes").unwrap_or(opts.max_output_bytes);
-        opts.max_entries = limit("maxEntries").unwrap_or(opts.max_entries);
-        opts.max_metadata_bytes = limit("maxMetadataBytes").unwrap_or(opts.max_metadata_bytes);
-        opts.max_stderr_bytes = limit("maxStderrBytes").unwrap_or(opts.max_stderr_bytes);
-        opts.confine_followed_symlinks = params
-            .config
-            .get("confineFollowedSymlinks")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        opts.incremental = params
-            .config
-            .get("incremental")
-            .and_then(Value::as_bool)
-            .unwrap_or(opts.incremental);
-        match params.config.get("compress").map(Value::as_str) {
-            None => {}
-            Some(Some(c)) => match c.parse() {
-                Ok(c) => opts.compress = c,
-                Err(e) => return self.send_error(id, code::INVALID_PARAMS, e, None),
-            },
-            Some(None) => {
-                let e = "compress must be a string".to_owned();
-                return self.send_error(id, code::INVALID_PARAMS, e, None);
-            }
-        }
         let result = if inbound {
             runtime.sync_in(&params.operations, &opts, backend).await
         } else {
@@ -403,7 +439,7 @@ impl Worker {
         }
     }
 
-    async fn runtime_for(&self, path: PathBuf) -> anyhow::Result<Arc<Runtime>> {
+    async fn runtime_for(&self, path: PathBuf) -> Result<Arc<Runtime>, LoadError> {
         let mut cache = self.by_path.lock().await;
         if let Some(r) = cache.get(&path) {
             return Ok(Arc::clone(r));

@@ -229,6 +229,28 @@ fn sync_errors_carry_their_kind() {
     assert_eq!(v["error"]["code"], -32602);
 }
 
+/// A sync knob of the wrong type or value is refused as invalid params,
+/// naming the key, before any exec; it is never silently ignored.
+#[test]
+fn a_mistyped_config_is_refused_by_name() {
+    let mut w = Worker::start();
+    let cases = [
+        (json!({"timeoutMs": "500"}), "timeoutMs"),
+        (json!({"incremental": "no"}), "incremental"),
+        (json!({"maxEntries": -1}), "maxEntries"),
+        (json!({"compress": 3}), "compress"),
+        (json!({"compress": "lzma"}), "lzma"),
+    ];
+    for (n, (config, named)) in cases.into_iter().enumerate() {
+        let mut params = sync_params("/w", json!([]));
+        params["config"] = config;
+        let v = w.response(n as u64 + 1, "environmentSyncIn", params);
+        assert_eq!(v["error"]["code"], -32602, "{v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(named), "{named}: {message}");
+    }
+}
+
 #[test]
 fn overlapping_requests_and_draining_shutdown() {
     let tmp = tempfile::tempdir().unwrap();
