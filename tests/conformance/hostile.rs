@@ -33,6 +33,13 @@ fn hostile_root() -> &'static Path {
 [ ! -e ./.flood ] || { read -r n deep <./.flood; p=$(seq \"${deep:-0}\" | sed 's|.*|ddddddddd/|' | tr -d '\\n'); d=$(stat -c %d .); seq \"$n\" | exec sed \"s|.*|$d & 1 2000-01-01 00:00:00.000000000 +0000 ./$p&|\"; }
 exec /usr/bin/find \"$@\"\n").unwrap();
         std::fs::set_permissions(root.join("usr/local/bin/find"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        // A `zstd` that asks for a 128 MiB window where the case its input
+        // comes from holds `bigwindow` (the host accepts 8 MiB).
+        std::fs::write(root.join("usr/local/bin/zstd"), "#!/bin/sh
+z=$(readlink /proc/self/fd/0); b=${z%%/workspace/*}
+[ ! -e \"$b/bigwindow\" ] || exec /usr/bin/zstd --long=27 \"$@\"
+exec /usr/bin/zstd \"$@\"\n").unwrap();
+        std::fs::set_permissions(root.join("usr/local/bin/zstd"), std::fs::Permissions::from_mode(0o755)).unwrap();
         root
     })
 }
@@ -473,6 +480,39 @@ fn a_listing_of_long_names_fits_in_guest_memory() {
     );
     assert!(!target.join("old").exists());
     assert_eq!(out.operations[0].files_transferred, 3);
+}
+
+/// A compressed sync-out whose zstd frame asks for a window past the
+/// host's 8 MiB is refused as that limit, in one line naming it (it was
+/// `transport`), and the target is as it was.
+#[test]
+fn a_zstd_window_past_the_host_limit_is_limit_exceeded() {
+    if !compresses() {
+        return;
+    }
+    let c = case(9993, &hostile::end(Vec::new()));
+    let src = c.base.join("workspace/src");
+    std::fs::write(src.join("text.txt"), "compressible ".repeat(400_000)).unwrap();
+    std::fs::write(c.base.join("honest"), b"").unwrap();
+    std::fs::write(c.base.join("bigwindow"), b"").unwrap();
+    let target = c.host.join("target");
+    std::fs::create_dir_all(&target).unwrap();
+    std::fs::write(target.join("old"), b"old").unwrap();
+    let mut opts = sandbox_sync_tests::sync_options(c.remote.clone());
+    opts.compress = sandbox_sync_host::provider::Compress::Zstd;
+    let ops = [op("o", vec![dir_out(format!("{}/src", c.remote), &target)])];
+    let backend = std::sync::Arc::new(hostile_backend(Some(SANDBOX_UID)));
+    let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
+    let held = audit(&c.host);
+    let _ = std::fs::remove_dir_all(&c.base);
+    assert_eq!(err.error.kind, ErrorKind::LimitExceeded, "{}", err.error);
+    assert!(
+        err.error.message.contains("window over 8 MiB"),
+        "{}",
+        err.error
+    );
+    assert!(!err.error.to_string().contains('\n'), "{}", err.error);
+    assert_eq!(held, ["outside", "outside/victim", "target", "target/old"]);
 }
 
 /// Issue 11.9: deep member paths imply one directory per component; the

@@ -105,6 +105,23 @@ impl Error {
     }
 }
 
+/// What a host writes into a failed stream's error text when a limit of
+/// its own (a codec's window, the compressed output guard) ended the
+/// stream, so the component reports `limit-exceeded` and not `transport`.
+/// A host without it only makes the kind less precise.
+pub const LIMIT_MARK: &str = "[limit-exceeded] ";
+
+/// A stream read or write that failed with `text` (the host's error, its
+/// chain on one line): [`ErrorKind::LimitExceeded`] where the host marked
+/// one of its limits, else [`ErrorKind::Transport`].
+pub fn stream_failure(text: &str) -> Error {
+    let line = one_line(text);
+    match line.find(LIMIT_MARK) {
+        Some(at) => Error::limit(line[at + LIMIT_MARK.len()..].to_owned()),
+        None => Error::new(ErrorKind::Transport, line),
+    }
+}
+
 /// An error chain's multi-line text (`pipe`, `Caused by:`, numbered
 /// causes, as a host's `Debug` of it prints) as one line: an error message
 /// is read on one.
@@ -139,5 +156,22 @@ mod tests {
             "pipe: the codec failed: 2: odd but kept"
         );
         assert_eq!(one_line("plain"), "plain");
+    }
+}
+
+#[cfg(test)]
+mod stream_failure_tests {
+    use super::*;
+
+    #[test]
+    fn a_marked_limit_is_limit_exceeded_and_the_rest_transport() {
+        let e = stream_failure(&format!(
+            "pipe\n\nCaused by:\n    decompressing stdout: {LIMIT_MARK}a zstd window over 8 MiB"
+        ));
+        assert_eq!(e.kind, ErrorKind::LimitExceeded);
+        assert_eq!(e.message, "a zstd window over 8 MiB");
+        let e = stream_failure("pipe\n\nCaused by:\n    connection reset");
+        assert_eq!(e.kind, ErrorKind::Transport);
+        assert_eq!(e.message, "pipe: connection reset");
     }
 }

@@ -102,7 +102,7 @@ fn archive_err(e: WasiStreamError) -> CoreError {
     match e {
         WasiStreamError::Closed => CoreError::unsafe_archive("archive is truncated"),
         WasiStreamError::LastOperationFailed(e) => {
-            CoreError::new(sandbox_sync_core::ErrorKind::Transport, one_line(&e))
+            sandbox_sync_core::error::stream_failure(&e.to_debug_string())
         }
     }
 }
@@ -267,10 +267,9 @@ impl GuardedInput {
                 Ok(b.is_empty())
             }
             Err(WasiStreamError::Closed) => Ok(true),
-            Err(WasiStreamError::LastOperationFailed(e)) => Err(CoreError::new(
-                sandbox_sync_core::ErrorKind::Transport,
-                one_line(&e),
-            )),
+            Err(WasiStreamError::LastOperationFailed(e)) => Err(
+                sandbox_sync_core::error::stream_failure(&e.to_debug_string()),
+            ),
         }
     }
 }

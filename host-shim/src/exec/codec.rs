@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use async_compression::tokio::bufread::{GzipDecoder, ZstdDecoder};
 use bytes::Bytes;
+use sandbox_sync_core::error::LIMIT_MARK;
 use tokio::io::{AsyncRead, BufReader, ReadBuf};
 
 use crate::bindings::sandbox_exec::{Codec, CodecStats};
@@ -200,9 +201,9 @@ impl AsyncRead for Wire {
         }
         let n = (buf.filled().len() - before) as u64;
         if n > this.left {
-            return Poll::Ready(Err(io::Error::other(
-                "the sandbox's compressed output passed the output guard",
-            )));
+            return Poll::Ready(Err(io::Error::other(format!(
+                "{LIMIT_MARK}the sandbox's compressed output passed the output guard"
+            ))));
         }
         this.left -= n;
         this.meter.wire.fetch_add(n, Ordering::Relaxed);
@@ -236,7 +237,20 @@ impl AsyncRead for Decoded {
         // Wire bytes are counted as they are read (including any the
         // decoder still buffers).
         self.meter.add(buf.filled().len() - before, 0, since);
-        polled.map_err(|e| io::Error::new(e.kind(), format!("decompressing stdout: {e}")))
+        polled.map_err(|e| {
+            // zstd's refusal of a window past ZSTD_WINDOW_LOG_MAX is our
+            // limit, not a broken transport.
+            let text = e.to_string();
+            let text = if text.contains("too much memory") {
+                format!(
+                    "{LIMIT_MARK}the sandbox's zstd frame asks for a window over {} MiB",
+                    1u32 << (ZSTD_WINDOW_LOG_MAX - 20)
+                )
+            } else {
+                text
+            };
+            io::Error::new(e.kind(), format!("decompressing stdout: {text}"))
+        })
     }
 }
 
@@ -353,6 +367,9 @@ mod tests {
         e.window_log(27).unwrap();
         e.write_all(&data).unwrap();
         let wire = e.finish().unwrap();
-        assert!(decode(Codec::Zstd, wire, u64::MAX).await.is_err());
+        let err = decode(Codec::Zstd, wire, u64::MAX).await.unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains(LIMIT_MARK), "{text}");
+        assert!(text.contains("window over 8 MiB"), "{text}");
     }
 }
