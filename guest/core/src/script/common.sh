@@ -196,8 +196,12 @@ _ss_adopt() {
   done
   _ss_rmtree "$_ss_a"
 }
-# The transport codecs this sandbox can run, each after a space.
+# The transport codecs this sandbox can run, each after a space: none
+# where the unpacking pipeline could not run (_ss_unpack drains what tar
+# leaves with cat into /dev/null), so the host sends plain, not a stream
+# the program cannot read.
 _ss_caps() {
+  command -v cat >/dev/null 2>&1 && [ -c /dev/null ] || return 0
   for _ss_z in zstd gzip; do
     command -v "$_ss_z" >/dev/null 2>&1 && printf ' %s' "$_ss_z"
   done
