@@ -114,6 +114,10 @@ impl Report {
     /// Takes mapping `k`'s gzipped listing, read; one that did not
     /// inflate within what is left of the bound drops every listing.
     fn inflated(&mut self, k: usize, decoder: Decoder<InboundSink>) {
+        // The bound holds the listings together, inflated.
+        let produced = usize::try_from(decoder.produced()).unwrap_or(usize::MAX);
+        self.listed = self.listed.saturating_add(produced);
+        self.dropped |= self.listed > MAX_LISTING_BYTES;
         if self.dropped {
             return;
         }

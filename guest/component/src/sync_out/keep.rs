@@ -94,6 +94,8 @@ pub fn exchange(
 ) -> Result<Keeping, SyncError> {
     let mut listings = Vec::with_capacity(listed.len());
     let mut room = usize::try_from(max_files).unwrap_or(usize::MAX);
+    // MAX_LISTING bounds all the listings together, inflated.
+    let mut bytes_left = MAX_LISTING;
     let mut chunk = vec![0; 64 << 10];
     for &k in listed {
         let (len, probe, zipped) = match super::receive::read_marker(input)? {
@@ -115,7 +117,7 @@ pub fn exchange(
         } else {
             Encoding::Plain
         };
-        let mut decoder = Decoder::new(encoding, MAX_LISTING, OutboundSink::new(probe, room));
+        let mut decoder = Decoder::new(encoding, bytes_left, OutboundSink::new(probe, room));
         let mut left = len;
         while left > 0 {
             // At most the chunk's length: the cast is lossless.
@@ -125,6 +127,7 @@ pub fn exchange(
             left -= n as u64;
         }
         input.skip(padding(len))?;
+        bytes_left = bytes_left.saturating_sub(decoder.produced());
         // One that is not what it says, or inflates past the bound, is no
         // listing: all its files are sent.
         let files = match decoder.finish() {

@@ -141,6 +141,8 @@ pub struct Decoder<S: Sink> {
     base64: bool,
     /// Base64 characters carried to the next push (less than a group).
     carry: Vec<u8>,
+    /// Bytes of lines produced so far (past the bound included).
+    produced: u64,
 }
 
 enum Inner<S: Sink> {
@@ -171,6 +173,7 @@ impl<S: Sink> Decoder<S> {
             inner,
             base64: encoding == Encoding::Base64Gzip,
             carry: Vec::new(),
+            produced: 0,
         }
     }
 
@@ -194,13 +197,27 @@ impl<S: Sink> Decoder<S> {
 
     fn write(&mut self, bytes: &[u8]) {
         let written = match &mut self.inner {
-            Inner::Plain(lines) => lines.write_all(bytes),
-            Inner::Gzip(z) => z.write_all(bytes),
+            Inner::Plain(lines) => {
+                let w = lines.write_all(bytes);
+                self.produced = lines.bytes;
+                w
+            }
+            Inner::Gzip(z) => {
+                let w = z.write_all(bytes);
+                self.produced = z.get_ref().bytes;
+                w
+            }
             Inner::Void => return,
         };
         if written.is_err() {
             self.inner = Inner::Void;
         }
+    }
+
+    /// Bytes of lines this listing produced so far (inflated, where it
+    /// was compressed), for a bound shared by several listings.
+    pub fn produced(&self) -> u64 {
+        self.produced
     }
 
     /// Ends the listing: the sink, or none where the listing is void.
