@@ -32,6 +32,11 @@ const REQUIRED: &[&str] = &["mkdir", "mv", "rm", "tar"];
 /// real daemon does that in its own code.
 const FAKE_DAEMON_NEEDS: &[&str] = &["cat", "mkdir", "stat"];
 
+/// What a post-upload command with a timeout needs besides: its watcher
+/// counts with `sleep` (without one the command is refused, not run
+/// untimed).
+const COMMAND_TIMEOUT_NEEDS: &[&str] = &["sleep"];
+
 /// What the base64 fallback needs besides: it cuts its input and output
 /// into chunks (`head`, `dd`, `wc`), decodes and encodes them (`base64`)
 /// and sets modes one file at a time (`chmod`).
@@ -100,7 +105,15 @@ fn syncs_via(sb: &Sandbox, backend: &Arc<dyn ExecBackend>) -> Outcome {
     let mut opts = sb.options();
     opts.timeout = DEADLINE;
     let mut op_in = op("in", vec![dir(&src, sb.remote("ws"))]);
-    op_in.post_upload_commands = Some(vec![cmd("true", None)]);
+    // Each leaves a mark with the shell's builtins alone, so a command
+    // that silently did not run (or ran as empty text) shows; the second
+    // has a timeout, whose watcher needs `sleep`.
+    let mut timed_cmd = cmd("printf t >>ran", None);
+    timed_cmd.timeout_ms = Some(DEADLINE.as_millis() as u64);
+    op_in.post_upload_commands = Some(vec![
+        cmd("printf u >>ran\nprintf '\\n' >>ran", None),
+        timed_cmd,
+    ]);
     for round in 0..2 {
         if round == 1 {
             sb.write_host("ws/a/f03.txt", b"edited\n");
@@ -112,6 +125,12 @@ fn syncs_via(sb: &Sandbox, backend: &Arc<dyn ExecBackend>) -> Outcome {
             return Some(format!("{what}: {e}"));
         }
         assert_same_tree(&src, &sb.remote_on_host("ws"));
+        let ran = std::fs::read(sb.remote_on_host("ran")).unwrap_or_default();
+        assert_eq!(
+            ran,
+            "u\nt".repeat(round + 1).as_bytes(),
+            "{what}: the commands' marks"
+        );
     }
     let back = sb.host.join("back");
     let op_out = op("out", vec![dir_out(sb.remote("ws"), &back)]);
@@ -135,6 +154,7 @@ fn syncs_via(sb: &Sandbox, backend: &Arc<dyn ExecBackend>) -> Outcome {
 /// nothing waits.
 fn each_missing_tool(transport: Transport) {
     let mut required: Vec<&str> = REQUIRED.to_vec();
+    required.extend(COMMAND_TIMEOUT_NEEDS);
     if transport == Transport::Daytona {
         required.extend(FAKE_DAEMON_NEEDS);
     }

@@ -61,6 +61,7 @@ pub const ALL: &[(&str, i32)] = &[
     ("DEADLINE", DEADLINE),
     ("NO_CODEC", NO_CODEC),
     ("BOOTSTRAP", BOOTSTRAP),
+    ("NOT_FOUND", NOT_FOUND),
 ];
 
 /// What a program's exit code means: the error kind it stands for and a

@@ -110,9 +110,19 @@ _ss_dir() {
 }
 _ss_cmd() {
   _ss_pin "$4" 8
-  _ss_c=$(cat "/proc/self/fd/9/$3"; echo x) || _ss_die "$_ss_E_EXTRACT" 'cannot read a staged command'
-  _ss_c=${_ss_c%x}
+  # Read with the shell's own `read` (no `cat`: a sandbox without one
+  # would run an empty command), every byte kept, a last line without its
+  # newline too.
+  _ss_c=
+  { while IFS= read -r _ss_l; do _ss_c=$_ss_c$_ss_l$_ss_nl; done; _ss_c=$_ss_c$_ss_l; } \
+    <"/proc/self/fd/9/$3" || _ss_die "$_ss_E_EXTRACT" 'cannot read a staged command'
   rm -f /proc/self/fd/9/timeout
+  # The timeout's watcher counts with `sleep`: without one it could not
+  # end the command, so the command does not start (never untimed).
+  if [ -n "$5" ] && ! command -v sleep >/dev/null 2>&1; then
+    printf '%s cmd %s %s %s 0\n' "$_ss_TAG" "$1" "$2" "$_ss_E_NOT_FOUND"
+    _ss_die "$_ss_E_COMMAND" "post-upload command not run: its timeout needs sleep, which the sandbox lacks"
+  fi
   _ss_spawn_cmd "$_ss_c" "$_ss_S/cmd-out"
   _ss_wp=
   if [ -n "$5" ]; then
