@@ -220,3 +220,51 @@ fn a_sandbox_without_device_nodes_never_waits() {
         eprintln!("{userland:?} without /dev nodes: {outcome:?}");
     }
 }
+
+/// `doctor` says what each missing tool turns off, and calls a sandbox
+/// ready exactly where the matrix above finds syncs working (`REQUIRED`,
+/// which that matrix checks).
+#[test]
+fn doctor_names_what_each_missing_tool_turns_off() {
+    let turns_off = |tool: &str| -> &'static [&'static str] {
+        match tool {
+            "sleep" => &["command-timeouts", "sandbox-deadline"],
+            "setsid" => &["command-sessions"],
+            "awk" | "find" | "stat" => &["incremental-in-record", "incremental-out"],
+            "cp" | "xargs" | "tr" => &["incremental-in-keep"],
+            "cat" => &["compressed-sync-in", "incremental-out"],
+            "head" | "wc" => &["incremental-out"],
+            "mkfifo" => &["compressed-sync-out"],
+            "gzip" => &["compressed-listings"],
+            _ => &[],
+        }
+    };
+    let mut report = String::new();
+    let mut wrong = Vec::new();
+    for &tool in TOOLS {
+        let sb = Sandbox::new(Env {
+            userland: Userland::Tools(without(tool)),
+            transport: Transport::Local,
+        });
+        let backend = sb.backend();
+        let found = block_on(sandbox_sync_host::doctor::probe(
+            backend.as_ref(),
+            &sb.remote(""),
+        ))
+        .expect("the probe runs");
+        let off: Vec<&str> = found.degraded.iter().map(|d| d.feature.as_str()).collect();
+        report.push_str(&format!(
+            "without {tool}: ok={} problems={:?} off={:?}\n",
+            found.ok, found.problems, found.degraded
+        ));
+        let ready = !REQUIRED.contains(&tool);
+        if found.ok != ready || off != turns_off(tool) {
+            wrong.push(tool);
+        }
+    }
+    eprintln!("{report}");
+    assert!(
+        wrong.is_empty(),
+        "doctor is wrong without {wrong:?}:\n{report}"
+    );
+}

@@ -18,7 +18,39 @@ pub struct Report {
     pub facts: BTreeMap<String, String>,
     /// Required facilities that are missing, with what they are for.
     pub problems: Vec<String>,
+    /// Features the programs turn off in this sandbox, with the tools
+    /// (or device nodes) whose absence turns each off. Syncs still work
+    /// without them.
+    pub degraded: Vec<Degraded>,
 }
+
+/// A feature that is off in this sandbox, and why.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Degraded {
+    /// The feature (`command-timeouts`, `incremental-out`, ...).
+    pub feature: String,
+    /// What the sandbox lacks for it (`a|b`: neither a nor b).
+    pub missing: Vec<String>,
+}
+
+/// What each feature is for, as `render` prints it.
+const FEATURES: &[(&str, &str)] = &[
+    (
+        "command-timeouts",
+        "a post-upload command's timeoutMs (refused without)",
+    ),
+    ("command-sessions", "a command's children get its signals"),
+    (
+        "sandbox-deadline",
+        "the program ends itself at the deadline",
+    ),
+    ("incremental-in-record", "sync-in records what it landed"),
+    ("incremental-in-keep", "sync-in keeps unchanged files"),
+    ("incremental-out", "sync-out keeps unchanged files"),
+    ("compressed-sync-in", "sync-in compressed"),
+    ("compressed-sync-out", "sync-out compressed"),
+    ("compressed-listings", "listings gzipped over a link"),
+];
 
 /// Why the probe could not run.
 #[derive(Debug, thiserror::Error)]
@@ -64,11 +96,16 @@ pub async fn probe(backend: &dyn ExecBackend, remote_dir: &str) -> Result<Report
     if has("tar", "missing") {
         problems.push("no tar: needed for every transfer".into());
     }
-    if has("head_c", "missing") {
-        problems.push("no head -c: needed to read exactly the archive".into());
+    if has("head_c", "missing") && !has("tar", "gnu") {
+        problems.push("no head -c: needed to bound the archive for a tar other than GNU's".into());
     }
     if !has("realpath", "yes") && !has("readlink_f", "yes") {
         problems.push("neither realpath nor readlink -f: needed for confinement".into());
+    }
+    for tool in ["mkdir", "mv", "rm"] {
+        if has(tool, "no") {
+            problems.push(format!("no {tool}: needed to stage and replace targets"));
+        }
     }
     if !has("proc_self_fd", "yes") {
         problems.push("no /proc/self/fd: needed to pin directories".into());
@@ -81,10 +118,22 @@ pub async fn probe(backend: &dyn ExecBackend, remote_dir: &str) -> Result<Report
         Some(other) => problems.push(format!("remote dir {remote_dir} is {other}")),
         None => problems.push("remote dir not checked".into()),
     }
+    let degraded = facts
+        .iter()
+        .filter_map(|(k, v)| {
+            let feature = k.strip_prefix("feature.")?;
+            let missing = v.strip_prefix("off:")?;
+            Some(Degraded {
+                feature: feature.to_owned(),
+                missing: missing.split(' ').map(str::to_owned).collect(),
+            })
+        })
+        .collect();
     Ok(Report {
         ok: problems.is_empty(),
         facts,
         problems,
+        degraded,
     })
 }
 
@@ -146,6 +195,9 @@ impl Report {
             "/proc/self/fd",
             get("proc_self_fd"),
         );
+        for c in ["mkdir", "mv", "rm"] {
+            line(&mut s, get(c) == "yes", c, get(c));
+        }
         for c in ["dd", "mktemp", "base64", "gzip", "zstd"] {
             line(&mut s, true, c, get(c));
         }
@@ -156,6 +208,16 @@ impl Report {
             "remote dir",
             get("remote_dir"),
         );
+        s.push_str("features:\n");
+        for (feature, what) in FEATURES {
+            let off = self.degraded.iter().find(|d| d.feature == *feature);
+            let detail = match off {
+                None => (*what).to_owned(),
+                Some(d) => format!("off (no {}): {what}", d.missing.join(", no ")),
+            };
+            let mark = if off.is_none() { "ok " } else { "off" };
+            s.push_str(&format!("  {mark} {feature:<28} {detail}\n"));
+        }
         if self.ok {
             s.push_str("\nready: syncs will use one exec each\n");
         } else {
