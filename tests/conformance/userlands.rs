@@ -101,6 +101,15 @@ fn syncs(transport: Transport, tools: &'static [&'static str]) -> Outcome {
 }
 
 fn syncs_via(sb: &Sandbox, backend: &Arc<dyn ExecBackend>) -> Outcome {
+    syncs_with(sb, backend, Some(DEADLINE))
+}
+
+/// [`syncs_via`], the second command timed by `command_timeout`.
+fn syncs_with(
+    sb: &Sandbox,
+    backend: &Arc<dyn ExecBackend>,
+    command_timeout: Option<Duration>,
+) -> Outcome {
     let src = seed(sb);
     let mut opts = sb.options();
     opts.timeout = DEADLINE;
@@ -109,7 +118,7 @@ fn syncs_via(sb: &Sandbox, backend: &Arc<dyn ExecBackend>) -> Outcome {
     // that silently did not run (or ran as empty text) shows; the second
     // has a timeout, whose watcher needs `sleep`.
     let mut timed_cmd = cmd("printf t >>ran", None);
-    timed_cmd.timeout_ms = Some(DEADLINE.as_millis() as u64);
+    timed_cmd.timeout_ms = command_timeout.map(|t| t.as_millis() as u64);
     op_in.post_upload_commands = Some(vec![
         cmd("printf u >>ran\nprintf '\\n' >>ran", None),
         timed_cmd,
@@ -201,6 +210,42 @@ fn gnu_tar_with_busybox_head() {
     for transport in [Transport::Local, Transport::Daytona] {
         if drives(transport) {
             assert_eq!(syncs(transport, tools), None, "{transport:?}");
+        }
+    }
+}
+
+/// The minimum README's "What the sandbox needs" documents, and nothing
+/// else (dash as `sh`): with GNU tools, and with BusyBox's (whose tar
+/// needs `head` too, and whose `head` reads ahead, so `dd`). Every sync
+/// lands exactly, over the local and the kube transport; only a command
+/// without a timeout (that one needs `sleep`).
+#[test]
+fn the_documented_minimum_syncs_both_ways() {
+    const GNU_MINIMUM: &[&str] = &["tar", "mkdir", "mv", "rm", "readlink", "head"];
+    const BUSYBOX_MINIMUM: &[&str] = &[
+        "busybox:tar",
+        "busybox:mkdir",
+        "busybox:mv",
+        "busybox:rm",
+        "busybox:readlink",
+        "busybox:head",
+        "busybox:dd",
+    ];
+    for tools in [GNU_MINIMUM, BUSYBOX_MINIMUM] {
+        for transport in [Transport::Local, Transport::Kube(k8s_server::Protocol::V5)] {
+            if !drives(transport) {
+                continue;
+            }
+            let sb = Sandbox::new(Env {
+                userland: Userland::Tools(tools),
+                transport,
+            });
+            let backend = sb.backend();
+            assert_eq!(
+                syncs_with(&sb, &backend, None),
+                None,
+                "{tools:?} over {transport:?}"
+            );
         }
     }
 }
