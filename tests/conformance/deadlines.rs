@@ -18,6 +18,7 @@ const GRACE: Duration = Duration::from_secs(2);
 fn stubborn_root() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
     ROOT.get_or_init(|| {
+        sweep_roots_of_gone_processes("sandbox-sync-stubborn-");
         let root = std::env::temp_dir().join(format!("sandbox-sync-stubborn-{}", std::process::id()));
         std::fs::create_dir_all(root.join("bin")).unwrap();
         std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();

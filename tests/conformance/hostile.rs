@@ -21,7 +21,7 @@ fn hostile_root() -> &'static Path {
     ROOT.get_or_init(|| {
         // A test process cannot remove its root when it exits (statics are
         // never dropped), so each removes those of processes now gone.
-        sweep_hostile_roots();
+        sweep_roots_of_gone_processes("sandbox-sync-hostile-");
         let root = std::env::temp_dir().join(format!("sandbox-sync-hostile-{}", std::process::id()));
         std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -45,26 +45,6 @@ exec /usr/bin/zstd \"$@\"\n").unwrap();
         std::fs::set_permissions(root.join("usr/local/bin/zstd"), std::fs::Permissions::from_mode(0o755)).unwrap();
         root
     })
-}
-
-/// Removes the hostile roots of earlier test processes that are gone.
-fn sweep_hostile_roots() {
-    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix("sandbox-sync-hostile-"))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 /// How the hostile sandbox is reached.

@@ -400,6 +400,7 @@ fn busybox_root() -> &'static Path {
             busybox.exists(),
             "BusyBox sandboxes need busybox-static (apt-get install busybox-static)"
         );
+        sweep_roots_of_gone_processes("sandbox-sync-bbroot-");
         let root = std::env::temp_dir().join(format!("sandbox-sync-bbroot-{}", std::process::id()));
         std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
         std::fs::copy(busybox, root.join("bin/busybox")).expect("copy busybox");
@@ -425,6 +426,29 @@ fn jail_root(userland: Userland) -> Option<&'static Path> {
     }
 }
 
+/// Removes the temp dir's `<prefix><pid>[-...]` entries whose process is
+/// gone: roots a test process builds once and cannot remove when it exits
+/// (statics are never dropped).
+pub fn sweep_roots_of_gone_processes(prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(prefix))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// A root holding only `tools` (see [`Userland::Tools`]), one per set.
 fn tools_root(tools: &'static [&'static str]) -> &'static Path {
     static ROOTS: std::sync::Mutex<Vec<(&'static [&'static str], &'static Path)>> =
@@ -434,6 +458,9 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some((_, root)) = roots.iter().find(|(t, _)| *t == tools) {
         return root;
+    }
+    if roots.is_empty() {
+        sweep_roots_of_gone_processes("sandbox-sync-toolsroot-");
     }
     let root = std::env::temp_dir().join(format!(
         "sandbox-sync-toolsroot-{}-{}",
