@@ -7,8 +7,8 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::bindings::sandbox_exec::{Codec, Compression};
-use crate::exec::codec::CodecMeter;
+use crate::bindings::sandbox_exec::Compression;
+use crate::exec::codec::{Codec, CodecMeter};
 use crate::exec::ExecBackend;
 
 /// Guest linear memory cap per call, by default.

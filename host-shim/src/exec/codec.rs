@@ -15,7 +15,7 @@ use bytes::Bytes;
 use sandbox_sync_core::error::LIMIT_MARK;
 use tokio::io::{AsyncRead, BufReader, ReadBuf};
 
-use crate::bindings::sandbox_exec::{Codec, CodecStats};
+pub use sandbox_sync_core::script::Codec;
 
 /// zstd's level 3 (its default) compresses text ~4x at several hundred
 /// MB/s; gzip's level 1 is its only level fast enough not to be the
@@ -58,12 +58,20 @@ impl CodecMeter {
     }
 }
 
+/// What a codec did on one stream: bytes in and out, and time spent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CodecStats {
+    /// Uncompressed bytes.
+    pub plain_bytes: u64,
+    /// Compressed bytes on the wire.
+    pub wire_bytes: u64,
+    /// Microseconds spent coding.
+    pub busy_us: u64,
+}
+
 /// The codec's name in logs and telemetry.
 pub fn name(codec: Codec) -> &'static str {
-    match codec {
-        Codec::Gzip => "gzip",
-        Codec::Zstd => "zstd",
-    }
+    codec.name()
 }
 
 enum Encoder {

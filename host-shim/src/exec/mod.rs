@@ -21,6 +21,41 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
+/// One host file to append to a process's stdin, as it was planned: the
+/// handle that is read must still be exactly this file (device and inode)
+/// with this size and mtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedFile {
+    /// Bytes written before the file's contents (padding and headers).
+    pub prefix: Vec<u8>,
+    /// Path beneath the grant.
+    pub path: String,
+    /// Planned size: exactly this many bytes are sent.
+    pub size: u64,
+    /// Planned mtime, seconds.
+    pub mtime_sec: i64,
+    /// Planned mtime, nanoseconds within the second.
+    pub mtime_nsec: u32,
+    /// Planned device.
+    pub device: u64,
+    /// Planned inode.
+    pub inode: u64,
+}
+
+/// Why appending planned files to a stdin stopped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SendError {
+    /// The file disappeared, shrank, grew or was modified.
+    #[error("{0}")]
+    SourceChanged(String),
+    /// Reading the file failed.
+    #[error("{0}")]
+    ReadFailed(String),
+    /// Stdin failed or closed; the exit status says why.
+    #[error("{0}")]
+    StdinFailed(String),
+}
+
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

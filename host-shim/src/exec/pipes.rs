@@ -22,8 +22,8 @@ use bytes::{Bytes, BytesMut};
 use wasmtime_wasi::p2::{InputStream, OutputStream, Pollable, StreamError, StreamResult};
 
 use super::codec::{self, CodecMeter, Reader, StdinEncoder};
-use crate::bindings::host_fs::FsError;
-use crate::bindings::sandbox_exec::{Codec, CodecStats, FileSend, SendError};
+use super::codec::{Codec, CodecStats};
+use super::{PlannedFile, SendError};
 use crate::exec::SandboxStdin;
 use crate::fs::GrantedDir;
 
@@ -351,7 +351,7 @@ impl ExecStdin {
     pub async fn send_files(
         &self,
         source: &GrantedDir,
-        files: Vec<FileSend>,
+        files: Vec<PlannedFile>,
     ) -> Result<(), SendError> {
         for f in files {
             self.write_all(f.prefix.into())
@@ -364,7 +364,7 @@ impl ExecStdin {
                 ))
             };
             let file = source.open_file(&f.path).map_err(|e| match e {
-                FsError::NotFound(_) => changed("disappeared"),
+                crate::fs::Error::NotFound(_) => changed("disappeared"),
                 _ => changed("was replaced"),
             })?;
             let sent = self
@@ -392,7 +392,7 @@ impl ExecStdin {
 }
 
 impl PipeError {
-    /// The WIT error for a failure while sending the file at `path`.
+    /// The send error for a failure while sending the file at `path`.
     fn for_file(self, path: &str) -> SendError {
         match self {
             PipeError::Read(e) => SendError::ReadFailed(format!("failed to read {path}: {e}")),

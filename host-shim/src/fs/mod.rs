@@ -35,11 +35,13 @@ use rustix::fs::{AtFlags, Mode, OFlags};
 use sandbox_sync_core::sandbox_path::is_clean_relative;
 use sandbox_sync_core::SCRATCH_PREFIX;
 
-use crate::bindings::host_fs::{
-    DirEntry, DirEntryChange, DirEntryStat, DirEntryTimes, EntryKind, FsError, Metadata,
-};
 mod replace;
 pub(crate) mod streams;
+mod types;
+
+pub use types::{
+    DirEntry, DirEntryChange, DirEntryStat, DirEntryTimes, EntryKind, Error, Metadata,
+};
 
 use streams::{FileInputStream, FileOutputStream};
 
@@ -157,21 +159,21 @@ impl GrantedDir {
         }
     }
 
-    fn rel<'a>(&self, path: &'a str) -> Result<&'a Path, FsError> {
+    fn rel<'a>(&self, path: &'a str) -> Result<&'a Path, Error> {
         if path.is_empty() || path == "." {
             return Ok(Path::new("."));
         }
         if !is_clean_relative(path) {
-            return Err(FsError::NotPermitted(format!(
+            return Err(Error::NotPermitted(format!(
                 "{path:?} is not a clean relative path"
             )));
         }
         Ok(Path::new(path))
     }
 
-    fn write_rel<'a>(&self, path: &'a str) -> Result<&'a Path, FsError> {
+    fn write_rel<'a>(&self, path: &'a str) -> Result<&'a Path, Error> {
         if !self.writable() {
-            return Err(FsError::NotPermitted(format!(
+            return Err(Error::NotPermitted(format!(
                 "{} is granted read-only",
                 self.path.display()
             )));
@@ -180,12 +182,12 @@ impl GrantedDir {
     }
 
     /// `lstat` beneath the grant.
-    pub fn stat(&self, path: &str) -> Result<Metadata, FsError> {
+    pub fn stat(&self, path: &str) -> Result<Metadata, Error> {
         Ok(self.stat_times(path)?.metadata)
     }
 
     /// [`Self::stat`] with the ctime, named for the path's last component.
-    pub fn stat_times(&self, path: &str) -> Result<DirEntryTimes, FsError> {
+    pub fn stat_times(&self, path: &str) -> Result<DirEntryTimes, Error> {
         let p = self.rel(path)?;
         let meta = if p == Path::new(".") {
             self.dir.dir_metadata()
@@ -203,7 +205,7 @@ impl GrantedDir {
 
     /// [`Self::stat`], or [`Self::stat_follow`] with `follow`, with the
     /// ctime to the nanosecond, named for the path's last component.
-    pub fn stat_change(&self, path: &str, follow: bool) -> Result<DirEntryChange, FsError> {
+    pub fn stat_change(&self, path: &str, follow: bool) -> Result<DirEntryChange, Error> {
         let name = path.rsplit('/').next().unwrap_or(path).to_owned();
         let p = self.rel(path)?;
         if follow && self.follows_links() {
@@ -235,7 +237,7 @@ impl GrantedDir {
 
     /// `stat` beneath the grant, following symlinks only while they stay
     /// inside (or wherever they lead, for a `tar -h` grant).
-    pub fn stat_follow(&self, path: &str) -> Result<Metadata, FsError> {
+    pub fn stat_follow(&self, path: &str) -> Result<Metadata, Error> {
         let p = self.rel(path)?;
         if self.follows_links() {
             let st = rustix::fs::statat(&self.dir, p, AtFlags::empty())
@@ -252,9 +254,9 @@ impl GrantedDir {
     }
 
     /// An entry name of directory `dir` as a string (WIT names are UTF-8).
-    fn entry_name(&self, dir: &Path, name: std::ffi::OsString) -> Result<String, FsError> {
+    fn entry_name(&self, dir: &Path, name: std::ffi::OsString) -> Result<String, Error> {
         name.into_string().map_err(|n| {
-            FsError::InvalidName(format!(
+            Error::InvalidName(format!(
                 "{n:?} in {} is not UTF-8",
                 self.path.join(dir).display()
             ))
@@ -262,7 +264,7 @@ impl GrantedDir {
     }
 
     /// Directory entries sorted by name.
-    pub fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, FsError> {
+    pub fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
         let p = self.rel(path)?;
         let mut out = Vec::new();
         for entry in self.dir.read_dir(p).map_err(|e| fs_error(path, &e))? {
@@ -280,7 +282,7 @@ impl GrantedDir {
 
     /// Directory entries with their `lstat` metadata, sorted by name. The
     /// directory is opened once and each entry is stat'ed relative to it.
-    pub fn read_dir_stat(&self, path: &str) -> Result<Vec<DirEntryStat>, FsError> {
+    pub fn read_dir_stat(&self, path: &str) -> Result<Vec<DirEntryStat>, Error> {
         Ok(self
             .read_dir_times(path)?
             .into_iter()
@@ -292,7 +294,7 @@ impl GrantedDir {
     }
 
     /// [`Self::read_dir_stat`] with each entry's ctime in seconds.
-    pub fn read_dir_times(&self, path: &str) -> Result<Vec<DirEntryTimes>, FsError> {
+    pub fn read_dir_times(&self, path: &str) -> Result<Vec<DirEntryTimes>, Error> {
         Ok(self
             .read_dir_change(path)?
             .into_iter()
@@ -305,7 +307,7 @@ impl GrantedDir {
     }
 
     /// [`Self::read_dir_stat`] with each entry's ctime to the nanosecond.
-    pub fn read_dir_change(&self, path: &str) -> Result<Vec<DirEntryChange>, FsError> {
+    pub fn read_dir_change(&self, path: &str) -> Result<Vec<DirEntryChange>, Error> {
         let p = self.rel(path)?;
         let dir = if p == Path::new(".") {
             self.dir.try_clone()
@@ -334,7 +336,7 @@ impl GrantedDir {
     }
 
     /// Opens a regular file for reading.
-    pub fn open_file(&self, path: &str) -> Result<std::fs::File, FsError> {
+    pub fn open_file(&self, path: &str) -> Result<std::fs::File, Error> {
         let p = self.rel(path)?;
         let mut opts = OpenOptions::new();
         // A FIFO swapped in after planning must not block the open (it is
@@ -352,7 +354,7 @@ impl GrantedDir {
         .map_err(|e| fs_error(path, &e))?;
         let meta = file.metadata().map_err(|e| fs_error(path, &e))?;
         if !meta.is_file() {
-            return Err(FsError::Io(format!("{path} is not a regular file")));
+            return Err(Error::Io(format!("{path} is not a regular file")));
         }
         Ok(file)
     }
@@ -369,17 +371,17 @@ impl GrantedDir {
     }
 
     /// Opens a regular file for reading as a stream.
-    pub fn open_read(&self, path: &str) -> Result<FileInputStream, FsError> {
+    pub fn open_read(&self, path: &str) -> Result<FileInputStream, Error> {
         self.open_file(path).map(FileInputStream::new)
     }
 
     /// Creates a new file born with exactly `mode` (umask does not apply).
-    pub fn create_exclusive(&self, path: &str, mode: u32) -> Result<FileOutputStream, FsError> {
+    pub fn create_exclusive(&self, path: &str, mode: u32) -> Result<FileOutputStream, Error> {
         self.create_file(path, mode).map(FileOutputStream::new)
     }
 
     /// Creates a new file with exactly `mode` (see [`GrantedDir::create_exclusive`]).
-    pub fn create_file(&self, path: &str, mode: u32) -> Result<std::fs::File, FsError> {
+    pub fn create_file(&self, path: &str, mode: u32) -> Result<std::fs::File, Error> {
         let p = self.write_rel(path)?;
         let mut opts = OpenOptions::new();
         opts.write(true).create_new(true).mode(mode & 0o600);
@@ -395,7 +397,7 @@ impl GrantedDir {
     }
 
     /// Creates a directory with exactly `mode`.
-    pub fn mkdir(&self, path: &str, mode: u32) -> Result<(), FsError> {
+    pub fn mkdir(&self, path: &str, mode: u32) -> Result<(), Error> {
         let p = self.write_rel(path)?;
         let mut b = DirBuilder::new();
         b.mode(mode & 0o700);
@@ -409,13 +411,13 @@ impl GrantedDir {
     }
 
     /// Creates a symlink at `path` pointing at `target`.
-    pub fn symlink(&self, target: &str, path: &str) -> Result<(), FsError> {
+    pub fn symlink(&self, target: &str, path: &str) -> Result<(), Error> {
         let p = self.write_rel(path)?;
         self.dir.symlink(target, p).map_err(|e| fs_error(path, &e))
     }
 
     /// Creates a hard link at `path` to `existing`.
-    pub fn hard_link(&self, existing: &str, path: &str) -> Result<(), FsError> {
+    pub fn hard_link(&self, existing: &str, path: &str) -> Result<(), Error> {
         let src = self.write_rel(existing)?;
         let p = self.write_rel(path)?;
         self.dir
@@ -424,7 +426,7 @@ impl GrantedDir {
     }
 
     /// Renames `src` onto `dst`.
-    pub fn rename(&self, src: &str, dst: &str) -> Result<(), FsError> {
+    pub fn rename(&self, src: &str, dst: &str) -> Result<(), Error> {
         let s = self.write_rel(src)?;
         let d = self.write_rel(dst)?;
         self.dir
@@ -433,7 +435,7 @@ impl GrantedDir {
     }
 
     /// Sets permission bits; refuses symlinks.
-    pub fn set_mode(&self, path: &str, mode: u32) -> Result<(), FsError> {
+    pub fn set_mode(&self, path: &str, mode: u32) -> Result<(), Error> {
         let p = self.write_rel(path)?;
         if p != Path::new(".") {
             let meta = self
@@ -441,7 +443,7 @@ impl GrantedDir {
                 .symlink_metadata(p)
                 .map_err(|e| fs_error(path, &e))?;
             if meta.file_type().is_symlink() {
-                return Err(FsError::NotPermitted(format!("{path} is a symlink")));
+                return Err(Error::NotPermitted(format!("{path} is a symlink")));
             }
         }
         self.dir
@@ -450,7 +452,7 @@ impl GrantedDir {
     }
 
     /// Sets the modification time without following a final symlink.
-    pub fn set_mtime(&self, path: &str, sec: i64, nsec: u32) -> Result<(), FsError> {
+    pub fn set_mtime(&self, path: &str, sec: i64, nsec: u32) -> Result<(), Error> {
         let p = self.write_rel(path)?;
         let when = std::time::UNIX_EPOCH
             + std::time::Duration::new(u64::try_from(sec).unwrap_or(0), nsec.min(999_999_999));
@@ -461,10 +463,10 @@ impl GrantedDir {
     }
 
     /// Removes a file, symlink or whole directory tree, never following links.
-    pub fn remove(&self, path: &str) -> Result<(), FsError> {
+    pub fn remove(&self, path: &str) -> Result<(), Error> {
         let p = self.write_rel(path)?;
         if p == Path::new(".") {
-            return Err(FsError::NotPermitted(
+            return Err(Error::NotPermitted(
                 "refusing to remove the granted directory itself".into(),
             ));
         }
@@ -481,7 +483,7 @@ impl GrantedDir {
     }
 
     /// Flushes a file or directory to stable storage.
-    pub fn sync(&self, path: &str) -> Result<(), FsError> {
+    pub fn sync(&self, path: &str) -> Result<(), Error> {
         let p = self.rel(path)?;
         let f = if p == Path::new(".") {
             self.dir.try_clone().map(|d| d.into_std_file())
@@ -493,18 +495,18 @@ impl GrantedDir {
 
     /// Replaces the grant, all at once, with `staged`, a directory the
     /// component built at its top level: see [`replace`].
-    pub fn replace_with(&mut self, staged: &str) -> Result<(), FsError> {
+    pub fn replace_with(&mut self, staged: &str) -> Result<(), Error> {
         let p = self.write_rel(staged)?;
         if staged.contains('/') || !staged.starts_with(SCRATCH_PREFIX) {
-            return Err(FsError::NotPermitted(format!(
+            return Err(Error::NotPermitted(format!(
                 "{staged:?} is not a scratch directory at the top of the grant"
             )));
         }
         let Access::ReadWrite { parent } = &self.access else {
-            return Err(FsError::NotPermitted("the grant is read-only".into()));
+            return Err(Error::NotPermitted("the grant is read-only".into()));
         };
         let parent = parent.as_ref().ok_or_else(|| {
-            FsError::NotPermitted(format!(
+            Error::NotPermitted(format!(
                 "the directory holding {} cannot be opened",
                 self.path.display()
             ))
@@ -595,7 +597,7 @@ fn link_target(
     path: &Path,
     meta: &cap_std::fs::Metadata,
     shown: &str,
-) -> Result<Option<String>, FsError> {
+) -> Result<Option<String>, Error> {
     if !meta.file_type().is_symlink() {
         return Ok(None);
     }
@@ -605,21 +607,21 @@ fn link_target(
     t.into_os_string()
         .into_string()
         .map(Some)
-        .map_err(|t| FsError::InvalidName(format!("link target {t:?} is not UTF-8")))
+        .map_err(|t| Error::InvalidName(format!("link target {t:?} is not UTF-8")))
 }
 
-fn fs_error(path: &str, e: &io::Error) -> FsError {
+fn fs_error(path: &str, e: &io::Error) -> Error {
     let m = format!("{path}: {e}");
     match e.kind() {
-        io::ErrorKind::NotFound => FsError::NotFound(m),
-        io::ErrorKind::AlreadyExists => FsError::AlreadyExists(m),
-        io::ErrorKind::PermissionDenied => FsError::NotPermitted(m),
-        io::ErrorKind::StorageFull => FsError::NoSpace(m),
+        io::ErrorKind::NotFound => Error::NotFound(m),
+        io::ErrorKind::AlreadyExists => Error::AlreadyExists(m),
+        io::ErrorKind::PermissionDenied => Error::NotPermitted(m),
+        io::ErrorKind::StorageFull => Error::NoSpace(m),
         // cap-std reports an escape as PermissionDenied (above); openat2's
         // RESOLVE_BENEATH reports one as EXDEV.
         _ if e.raw_os_error() == Some(rustix::io::Errno::XDEV.raw_os_error()) => {
-            FsError::NotPermitted(m)
+            Error::NotPermitted(m)
         }
-        _ => FsError::Io(m),
+        _ => Error::Io(m),
     }
 }

@@ -23,8 +23,8 @@ use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, Permissions, PermissionsExt};
 use rustix::fs::{AtFlags, RenameFlags};
 
+use super::Error;
 use super::{fs_error, host_scratch_name};
-use crate::bindings::host_fs::FsError;
 
 /// Replaces the directory `dir` (named `parent.1` in `parent.0`) with its
 /// child `staged`. Returns the handle that now names the target.
@@ -33,14 +33,14 @@ pub(super) fn replace(
     staged: &Path,
     parent: &(Dir, OsString),
     shown: &Path,
-) -> Result<Dir, FsError> {
+) -> Result<Dir, Error> {
     let (pdir, name) = parent;
     let err = |what: &str, e: io::Error| fs_error(&format!("{what} {}", shown.display()), &e);
     let here = dir.dir_metadata().map_err(|e| err("stat", e))?;
     let there = rustix::fs::statat(pdir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
         .map_err(|e| err("stat", e.into()))?;
     if (there.st_dev, there.st_ino) != (here.dev(), here.ino()) {
-        return Err(FsError::Io(format!(
+        return Err(Error::Io(format!(
             "{} was moved or replaced during the sync",
             shown.display()
         )));
@@ -85,7 +85,7 @@ pub(super) fn replace(
     }
     // `beside` now holds the old tree; the target is the new one.
     if let Err(e) = pdir.remove_dir_all(&beside) {
-        return Err(FsError::Io(format!(
+        return Err(Error::Io(format!(
             "{} was replaced, but its old contents could not be removed from {}: {e}",
             shown.display(),
             shown.with_file_name(&beside).display()
@@ -96,7 +96,7 @@ pub(super) fn replace(
 
 /// Replaces the contents of `dir` with those of its child `staged`, moving
 /// everything back on any failure.
-fn in_place(dir: &Dir, staged: &Path, shown: &Path) -> Result<(), FsError> {
+fn in_place(dir: &Dir, staged: &Path, shown: &Path) -> Result<(), Error> {
     let err = |what: &str, e: io::Error| fs_error(&format!("{what} {}", shown.display()), &e);
     let old = host_scratch_name("old");
     dir.create_dir(&old)

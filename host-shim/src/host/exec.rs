@@ -14,7 +14,7 @@ use crate::bindings::sandbox_exec::{
 };
 use crate::exec::codec::{self, CodecMeter};
 use crate::exec::pipes::{ExecStdin, ExecStdout, WeakStdin, WeakStdout};
-use crate::exec::{Control, ExecError, ExecRequest, Process};
+use crate::exec::{self as mechanism, Control, ExecError, ExecRequest, Process};
 use crate::fs::GrantedDir;
 use crate::state::{CodecUse, ShimState};
 
@@ -157,6 +157,7 @@ impl HostExecution for ShimState {
             .get(&this)?
             .taken_stdin()
             .map_err(SendError::StdinFailed)?;
+        let files = files.into_iter().map(planned).collect();
         Ok(pipe.send_files(self.table.get(&source)?, files).await?)
     }
 
@@ -180,6 +181,7 @@ impl HostExecution for ShimState {
             Ok(pipe) => pipe,
             Err(e) => return Ok(Err(e)),
         };
+        let codec = core_codec(codec);
         let meter = Arc::new(CodecMeter::default());
         if let Err(e) = pipe.compress(codec, Arc::clone(&meter)) {
             return Ok(Err(e));
@@ -201,7 +203,8 @@ impl HostExecution for ShimState {
             .table
             .get(&this)?
             .taken_stdin()
-            .and_then(|pipe| pipe.finish_compressed()))
+            .and_then(|pipe| pipe.finish_compressed())
+            .map(codec_stats))
     }
 
     async fn decompress_stdout(
@@ -217,6 +220,7 @@ impl HostExecution for ShimState {
         let Some(stdout) = exec.stdout_pipe.upgrade() else {
             return Ok(Err("stdout was closed".into()));
         };
+        let codec = core_codec(codec);
         let meter = Arc::new(CodecMeter::default());
         stdout.decompress(codec, max_wire_bytes, Arc::clone(&meter));
         tracing::debug!(codec = codec::name(codec), "decompressing stdout");
@@ -258,5 +262,47 @@ impl HostExecution for ShimState {
         let mut exec = self.table.delete(this)?;
         exec.control.abort();
         Ok(())
+    }
+}
+
+/// The component's file to send, in the pipe's terms.
+fn planned(f: FileSend) -> mechanism::PlannedFile {
+    let FileSend {
+        prefix,
+        path,
+        size,
+        mtime_sec,
+        mtime_nsec,
+        device,
+        inode,
+    } = f;
+    mechanism::PlannedFile {
+        prefix,
+        path,
+        size,
+        mtime_sec,
+        mtime_nsec,
+        device,
+        inode,
+    }
+}
+
+fn core_codec(c: Codec) -> codec::Codec {
+    match c {
+        Codec::Gzip => codec::Codec::Gzip,
+        Codec::Zstd => codec::Codec::Zstd,
+    }
+}
+
+fn codec_stats(s: codec::CodecStats) -> CodecStats {
+    let codec::CodecStats {
+        plain_bytes,
+        wire_bytes,
+        busy_us,
+    } = s;
+    CodecStats {
+        plain_bytes,
+        wire_bytes,
+        busy_us,
     }
 }

@@ -6,9 +6,10 @@ use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, Pollable, StreamError};
 
 use super::FsFailure;
 use crate::bindings::host_fs::{
-    DirEntry, DirEntryChange, DirEntryStat, DirEntryTimes, FsError, Host, HostGrantedDir, Metadata,
+    DirEntry, DirEntryChange, DirEntryStat, DirEntryTimes, EntryKind, FsError, Host,
+    HostGrantedDir, Metadata,
 };
-use crate::fs::GrantedDir;
+use crate::fs::{self, GrantedDir};
 use crate::state::ShimState;
 
 type FsResult<T> = Result<T, FsFailure>;
@@ -31,7 +32,7 @@ impl HostGrantedDir for ShimState {
     }
 
     async fn stat(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<Metadata> {
-        Ok(self.table.get(&this)?.stat(&path)?)
+        Ok(self.table.get(&this)?.stat(&path)?.into())
     }
 
     async fn stat_follow(
@@ -39,7 +40,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Metadata> {
-        Ok(self.table.get(&this)?.stat_follow(&path)?)
+        Ok(self.table.get(&this)?.stat_follow(&path)?.into())
     }
 
     async fn read_dir(
@@ -47,7 +48,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Vec<DirEntry>> {
-        Ok(self.table.get(&this)?.read_dir(&path)?)
+        Ok(all(self.table.get(&this)?.read_dir(&path)?))
     }
 
     async fn read_dir_stat(
@@ -55,7 +56,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Vec<DirEntryStat>> {
-        Ok(self.table.get(&this)?.read_dir_stat(&path)?)
+        Ok(all(self.table.get(&this)?.read_dir_stat(&path)?))
     }
 
     async fn stat_times(
@@ -63,7 +64,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<DirEntryTimes> {
-        Ok(self.table.get(&this)?.stat_times(&path)?)
+        Ok(self.table.get(&this)?.stat_times(&path)?.into())
     }
 
     async fn read_dir_times(
@@ -71,7 +72,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Vec<DirEntryTimes>> {
-        Ok(self.table.get(&this)?.read_dir_times(&path)?)
+        Ok(all(self.table.get(&this)?.read_dir_times(&path)?))
     }
 
     async fn read_dir_change(
@@ -79,7 +80,7 @@ impl HostGrantedDir for ShimState {
         this: Resource<GrantedDir>,
         path: String,
     ) -> FsResult<Vec<DirEntryChange>> {
-        Ok(self.table.get(&this)?.read_dir_change(&path)?)
+        Ok(all(self.table.get(&this)?.read_dir_change(&path)?))
     }
 
     async fn stat_change(
@@ -88,7 +89,7 @@ impl HostGrantedDir for ShimState {
         path: String,
         follow: bool,
     ) -> FsResult<DirEntryChange> {
-        Ok(self.table.get(&this)?.stat_change(&path, follow)?)
+        Ok(self.table.get(&this)?.stat_change(&path, follow)?.into())
     }
 
     async fn open_read(
@@ -225,5 +226,98 @@ impl HostGrantedDir for ShimState {
     async fn drop(&mut self, this: Resource<GrantedDir>) -> wasmtime::Result<()> {
         self.table.delete(this)?;
         Ok(())
+    }
+}
+
+/// Every entry of a listing, converted.
+fn all<T, U: From<T>>(entries: Vec<T>) -> Vec<U> {
+    entries.into_iter().map(U::from).collect()
+}
+
+impl From<fs::EntryKind> for EntryKind {
+    fn from(k: fs::EntryKind) -> Self {
+        match k {
+            fs::EntryKind::File => EntryKind::File,
+            fs::EntryKind::Directory => EntryKind::Directory,
+            fs::EntryKind::Symlink => EntryKind::Symlink,
+            fs::EntryKind::Other => EntryKind::Other,
+        }
+    }
+}
+
+impl From<fs::Metadata> for Metadata {
+    fn from(m: fs::Metadata) -> Self {
+        let fs::Metadata {
+            kind,
+            size,
+            mode,
+            mtime_sec,
+            mtime_nsec,
+            device,
+            inode,
+            link_target,
+        } = m;
+        Metadata {
+            kind: kind.into(),
+            size,
+            mode,
+            mtime_sec,
+            mtime_nsec,
+            device,
+            inode,
+            link_target,
+        }
+    }
+}
+
+impl From<fs::DirEntry> for DirEntry {
+    fn from(e: fs::DirEntry) -> Self {
+        let fs::DirEntry { name, kind } = e;
+        DirEntry {
+            name,
+            kind: kind.into(),
+        }
+    }
+}
+
+impl From<fs::DirEntryStat> for DirEntryStat {
+    fn from(e: fs::DirEntryStat) -> Self {
+        let fs::DirEntryStat { name, metadata } = e;
+        DirEntryStat {
+            name,
+            metadata: metadata.into(),
+        }
+    }
+}
+
+impl From<fs::DirEntryTimes> for DirEntryTimes {
+    fn from(e: fs::DirEntryTimes) -> Self {
+        let fs::DirEntryTimes {
+            name,
+            metadata,
+            ctime_sec,
+        } = e;
+        DirEntryTimes {
+            name,
+            metadata: metadata.into(),
+            ctime_sec,
+        }
+    }
+}
+
+impl From<fs::DirEntryChange> for DirEntryChange {
+    fn from(e: fs::DirEntryChange) -> Self {
+        let fs::DirEntryChange {
+            name,
+            metadata,
+            ctime_sec,
+            ctime_nsec,
+        } = e;
+        DirEntryChange {
+            name,
+            metadata: metadata.into(),
+            ctime_sec,
+            ctime_nsec,
+        }
     }
 }

@@ -48,3 +48,30 @@ impl From<wasmtime::component::ResourceTableError> for SendFailure {
         SendFailure::Trap(e.into())
     }
 }
+
+impl From<crate::fs::Error> for FsFailure {
+    fn from(e: crate::fs::Error) -> Self {
+        use crate::bindings::host_fs::FsError;
+        use crate::fs::Error;
+        FsFailure::Fs(match e {
+            Error::NotFound(m) => FsError::NotFound(m),
+            Error::AlreadyExists(m) => FsError::AlreadyExists(m),
+            Error::NotPermitted(m) => FsError::NotPermitted(m),
+            Error::InvalidName(m) => FsError::InvalidName(m),
+            Error::NoSpace(m) => FsError::NoSpace(m),
+            Error::Io(m) => FsError::Io(m),
+        })
+    }
+}
+
+impl From<crate::exec::SendError> for SendFailure {
+    fn from(e: crate::exec::SendError) -> Self {
+        use crate::bindings::sandbox_exec::SendError;
+        use crate::exec::SendError as Mechanism;
+        SendFailure::Send(match e {
+            Mechanism::SourceChanged(m) => SendError::SourceChanged(m),
+            Mechanism::ReadFailed(m) => SendError::ReadFailed(m),
+            Mechanism::StdinFailed(m) => SendError::StdinFailed(m),
+        })
+    }
+}
