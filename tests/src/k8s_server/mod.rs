@@ -107,6 +107,8 @@ struct Shared {
     stdout_wire: Arc<AtomicU64>,
     /// Exec processes started and not yet reaped.
     live: Arc<AtomicU64>,
+    /// Their process groups (each leads its own), for the server's drop.
+    groups: Arc<Mutex<std::collections::BTreeSet<i32>>>,
 }
 
 impl Shared {
@@ -130,8 +132,10 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A running fake API server; dropping it stops it and its connections
-/// (their processes run on, as a pod's do).
+/// A running fake API server; dropping it stops it and its connections.
+/// Their processes run on while it serves, as a pod's do, and go with it
+/// (as with the pod): a process that ignores everything (the stubborn
+/// sandbox) must not outlive the test and spin on.
 pub struct K8sExecServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
@@ -141,6 +145,11 @@ pub struct K8sExecServer {
 impl Drop for K8sExecServer {
     fn drop(&mut self) {
         self.task.abort();
+        for &pid in lock(&self.shared.groups).iter() {
+            if let Some(pgid) = rustix::process::Pid::from_raw(pid) {
+                let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+            }
+        }
     }
 }
 
@@ -162,6 +171,7 @@ impl K8sExecServer {
             stdin_wire: Arc::default(),
             stdout_wire: Arc::default(),
             live: Arc::default(),
+            groups: Arc::default(),
         });
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
         tracing::debug!(%addr, "fake k8s exec server listening");

@@ -61,19 +61,35 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Counts a started process until it is reaped (however its session ends).
-struct Live(Arc<AtomicU64>);
+/// Counts a started process, and holds its process group for the
+/// server's drop, until it is reaped (however its session ends).
+struct Live {
+    count: Arc<AtomicU64>,
+    groups: Arc<std::sync::Mutex<std::collections::BTreeSet<i32>>>,
+    pid: Option<i32>,
+}
 
 impl Live {
-    fn new(count: &Arc<AtomicU64>) -> Self {
-        count.fetch_add(1, Ordering::SeqCst);
-        Live(Arc::clone(count))
+    fn new(shared: &Shared, pid: Option<u32>) -> Self {
+        shared.live.fetch_add(1, Ordering::SeqCst);
+        let pid = pid.and_then(|p| i32::try_from(p).ok());
+        if let Some(pid) = pid {
+            super::lock(&shared.groups).insert(pid);
+        }
+        Live {
+            count: Arc::clone(&shared.live),
+            groups: Arc::clone(&shared.groups),
+            pid,
+        }
     }
 }
 
 impl Drop for Live {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if let Some(pid) = self.pid {
+            super::lock(&self.groups).remove(&pid);
+        }
+        self.count.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -144,8 +160,8 @@ pub(super) async fn serve_exec(
     let (mut child, stdin, stdout, stderr) = match spawn(&shared, &argv) {
         Ok((child, stdin, stdout, stderr)) => (
             Reaped {
+                _live: Live::new(&shared, child.id()),
                 child,
-                _live: Live::new(&shared.live),
             },
             stdin,
             stdout,
@@ -253,8 +269,8 @@ pub(super) async fn serve_exec(
 
 /// A started process, counted as live until it is reaped.
 struct Reaped {
-    child: Child,
     _live: Live,
+    child: Child,
 }
 
 impl Reaped {
