@@ -17,4 +17,6 @@ wasmtime::component::bindgen!({
     },
 });
 
-pub use sandbox_sync::provider::{host_fs, sandbox_exec, sandbox_toolbox, sync_state, types};
+pub use sandbox_sync::provider::{
+    host_fs, sandbox_exec, sandbox_toolbox, sync_report, sync_state, types,
+};

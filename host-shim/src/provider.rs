@@ -105,6 +105,16 @@ impl Compress {
     }
 }
 
+/// A feature the sandbox turned off for this call for want of a tool
+/// (README, "What the sandbox needs"), as the component reported it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Degraded {
+    /// `incremental-out`, `compressed-sync-in`, ...
+    pub feature: String,
+    /// What the sandbox lacks (`a|b`: neither a nor b).
+    pub missing: Vec<String>,
+}
+
 /// What one compressed stream of a call moved.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -168,6 +178,9 @@ pub struct SyncOutcome {
     pub toolbox_calls: u64,
     /// Its compressed streams (none when it moved plain bytes).
     pub compression: Vec<CompressionReport>,
+    /// Features the sandbox turned off for this call (none where it has
+    /// every tool).
+    pub degraded: Vec<Degraded>,
 }
 
 /// A failed sync call, with the execs it used.
@@ -318,6 +331,7 @@ impl Runtime {
         .await;
         let execs = store.data().exec_count();
         let toolbox_calls = store.data().toolbox_call_count();
+        let degraded = store.data().degraded.clone();
         let outcome_bytes: u64 = match &result {
             Ok(Ok(Ok(r))) => r.iter().map(|o| o.bytes_transferred).sum(),
             _ => 0,
@@ -402,6 +416,7 @@ impl Runtime {
                 execs,
                 toolbox_calls,
                 compression,
+                degraded,
             }),
         }
     }

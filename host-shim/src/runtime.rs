@@ -128,6 +128,8 @@ impl Runtime {
         .map_err(wasm_err)?;
         bindings::sync_state::add_to_linker::<ShimState, HasSelf<ShimState>>(&mut linker, |s| s)
             .map_err(wasm_err)?;
+        bindings::sync_report::add_to_linker::<ShimState, HasSelf<ShimState>>(&mut linker, |s| s)
+            .map_err(wasm_err)?;
         let pre = ProviderPre::new(linker.instantiate_pre(&component).map_err(wasm_err)?)
             .map_err(wasm_err)?;
         let ticker = EpochTicker::start(engine.clone());

@@ -29,6 +29,9 @@ pub struct ShimState {
     pub(crate) compression: Compression,
     /// Every compressed stream of the call, for telemetry.
     pub(crate) codecs: Vec<CodecUse>,
+    /// Features the sandbox turned off, as the component reported them
+    /// (`sync-report`), each once.
+    pub(crate) degraded: Vec<crate::provider::Degraded>,
     /// Syncs may keep unchanged target files.
     pub(crate) incremental: bool,
     /// The sandbox is across a network link.
@@ -131,6 +134,7 @@ impl ShimState {
             exec_deadline: None,
             compression: Compression::None,
             codecs: Vec::new(),
+            degraded: Vec::new(),
             incremental: false,
             remote: false,
             records: None,

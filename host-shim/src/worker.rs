@@ -431,7 +431,15 @@ impl Worker {
             runtime.sync_out(&params.operations, &opts, backend).await
         };
         match result {
-            Ok(outcome) => self.send_result(id, json!({ "operations": outcome.operations })),
+            // `degraded` only where the sandbox turned a feature off: the
+            // result otherwise stays the seed's shape.
+            Ok(outcome) if outcome.degraded.is_empty() => {
+                self.send_result(id, json!({ "operations": outcome.operations }))
+            }
+            Ok(outcome) => self.send_result(
+                id,
+                json!({ "operations": outcome.operations, "degraded": outcome.degraded }),
+            ),
             Err(failed) => {
                 let data = error_data(&failed.error, failed.execs);
                 self.send_error(id, code::WORKER_ERROR, failed.error.to_string(), Some(data));

@@ -57,6 +57,8 @@ fn sync_in_and_out_print_results_as_json() {
             "toolboxCalls": 0,
             // The local backend is never worth compressing for.
             "compression": [],
+            // This machine has every tool.
+            "degraded": [],
         })
     );
     assert_eq!(

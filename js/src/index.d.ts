@@ -62,6 +62,13 @@ export interface SyncInput {
 
 export interface SyncResult {
   operations: { operationId: string; filesTransferred: number; bytesTransferred: number }[];
+  /**
+   * Features the sandbox turned off for this call for want of a tool
+   * (`incremental-out`, `compressed-sync-in`, ...; see the README, "What the
+   * sandbox needs"), each with what it lacks (`a|b`: neither). Absent when
+   * it turned nothing off.
+   */
+  degraded?: { feature: string; missing: string[] }[];
 }
 
 export type SyncErrorKind =

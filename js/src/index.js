@@ -27,7 +27,7 @@ export const BUILTIN = {
   'base64-fallback': join(PACKAGE, 'components', 'base64-fallback'),
 };
 /** The WIT this host implements; a component must match its major.minor. */
-export const WIT_VERSION = '0.2.5';
+export const WIT_VERSION = '0.2.6';
 const REQUIRED_CAPABILITIES = ['sync-in', 'sync-out'];
 /** Past the call's timeout, how long the component may take to report. */
 const HOST_GRACE_MS = 1500;
@@ -177,7 +177,7 @@ class Provider {
     }
     if (done.error) throw SandboxSyncError.fromWit(done.error);
     if (done.trap) throw new SandboxSyncError('transport', `the provider component trapped: ${done.trap}`);
-    return toResult(done.results);
+    return toResult(done.results, done.degraded);
   }
 
   /** Host -> sandbox. */

@@ -182,12 +182,15 @@ export function removeCreated(created) {
 }
 
 /** The seed's result shape. */
-export function toResult(results) {
-  return {
+export function toResult(results, degraded = []) {
+  const result = {
     operations: results.map((r) => ({
       operationId: r.operationId,
       filesTransferred: Number(r.filesTransferred),
       bytesTransferred: Number(r.bytesTransferred),
     })),
   };
+  // Only where the sandbox turned a feature off: else the seed's shape.
+  if (degraded.length > 0) result.degraded = degraded;
+  return result;
 }

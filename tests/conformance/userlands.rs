@@ -313,3 +313,64 @@ fn doctor_names_what_each_missing_tool_turns_off() {
         "doctor is wrong without {wrong:?}:\n{report}"
     );
 }
+
+/// What each missing tool turns off is in the call's result (`degraded`),
+/// exactly: a sandbox with every tool reports nothing, and each feature
+/// the syncs used reports the tool it lacked (the same table `doctor`
+/// prints). Incremental on, compression forced, post-upload commands
+/// without a timeout, both ways.
+#[test]
+fn a_missing_tool_is_reported_in_the_result() {
+    if has_capability("base64-chunks") {
+        return;
+    }
+    let cases: &[(&str, &[&str])] = &[
+        ("", &[]),
+        ("awk", &["incremental-in-record", "incremental-out"]),
+        ("cat", &["compressed-sync-in", "incremental-out"]),
+        ("cp", &["incremental-in-keep"]),
+        ("mkfifo", &["compressed-sync-out"]),
+        ("setsid", &["command-sessions"]),
+        ("sleep", &["sandbox-deadline"]),
+    ];
+    for &(tool, expected) in cases {
+        let sb = Sandbox::new(Env {
+            userland: Userland::Tools(without(tool)),
+            transport: Transport::Local,
+        });
+        let src = seed(&sb);
+        let mut opts = sb.options();
+        opts.timeout = DEADLINE;
+        opts.incremental = true;
+        opts.compress = sandbox_sync_host::provider::Compress::Zstd;
+        let mut op_in = op("in", vec![dir(&src, sb.remote("ws"))]);
+        op_in.post_upload_commands = Some(vec![cmd("true", None)]);
+        let op_out = op("out", vec![dir_out(sb.remote("ws"), sb.host.join("back"))]);
+        let mut reported = std::collections::BTreeMap::new();
+        for round in 0..2 {
+            if round == 1 {
+                sb.write_host("ws/a/f03.txt", b"edited\n");
+                sb.write_remote("ws/a/f04.txt", b"edited in the sandbox\n");
+            }
+            for outcome in [
+                block_on(runtime().sync_in(std::slice::from_ref(&op_in), &opts, sb.backend())),
+                block_on(runtime().sync_out(std::slice::from_ref(&op_out), &opts, sb.backend())),
+            ] {
+                let outcome = outcome.unwrap_or_else(|e| panic!("without {tool}: {}", e.error));
+                for d in outcome.degraded {
+                    reported.insert(d.feature, d.missing);
+                }
+            }
+        }
+        let features: Vec<&str> = reported.keys().map(String::as_str).collect();
+        assert_eq!(features, expected, "without {tool:?}: {reported:?}");
+        for missing in reported.values() {
+            assert!(
+                missing
+                    .iter()
+                    .any(|m| m == tool || m.split('|').any(|m| m == tool)),
+                "without {tool:?}: {reported:?}"
+            );
+        }
+    }
+}

@@ -48,7 +48,7 @@ pub fn run(
         out.extend_from_slice(&chunk);
     }
     drop(stdout);
-    let status = exec.finish().map_err(SyncError::Transport)?;
+    let status = sandbox_sync_driver::report::noted(exec.finish()).map_err(SyncError::Transport)?;
     drop(stdin);
     sandbox_sync_driver::scratch::cleanup_if_killed(
         &status,

@@ -13,6 +13,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::SyncError;
 use sandbox_sync_driver::bindings::wasi::io::streams::OutputStream;
 use sandbox_sync_driver::errors::exit;
 use sandbox_sync_driver::io;
+use sandbox_sync_driver::report::take_degraded;
 
 /// Most bytes of a command's output read back: its status lines and the
 /// tail of its stderr, both bounded by the program itself.
@@ -65,6 +66,7 @@ pub fn run(command: &str, sep: &str, timeout_ms: u64, max_stderr: u64) -> Result
     let cap = usize::try_from(max_stderr).unwrap_or(usize::MAX);
     status.stderr_truncated = split.stderr.len() > cap;
     status.stderr = split.stderr[split.stderr.len().saturating_sub(cap)..].to_vec();
+    take_degraded(&mut status);
     Ok(Ran {
         stdout: split.stdout.to_vec(),
         status,

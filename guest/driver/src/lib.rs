@@ -30,6 +30,7 @@ pub mod exec;
 pub mod extract;
 pub mod io;
 pub mod plan;
+pub mod report;
 pub mod request;
 pub mod scratch;
 

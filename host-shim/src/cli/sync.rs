@@ -104,6 +104,7 @@ pub async fn run(direction: Direction, args: SyncArgs) -> ExitCode {
                     "execs": outcome.execs,
                     "toolboxCalls": outcome.toolbox_calls,
                     "compression": outcome.compression,
+                    "degraded": outcome.degraded,
                 })
             );
             ExitCode::SUCCESS

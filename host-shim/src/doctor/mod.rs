@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::exec::{ExecBackend, ExecRequest};
+pub use crate::provider::Degraded;
 
 /// The probe (`probe.sh`): a constant program taking the remote dir and
 /// the scratch prefix as its arguments.
@@ -22,15 +23,6 @@ pub struct Report {
     /// (or device nodes) whose absence turns each off. Syncs still work
     /// without them.
     pub degraded: Vec<Degraded>,
-}
-
-/// A feature that is off in this sandbox, and why.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct Degraded {
-    /// The feature (`command-timeouts`, `incremental-out`, ...).
-    pub feature: String,
-    /// What the sandbox lacks for it (`a|b`: neither a nor b).
-    pub missing: Vec<String>,
 }
 
 /// What each feature is for, as `render` prints it.

@@ -3,6 +3,7 @@
 pub mod exec;
 pub mod fs;
 pub mod records;
+pub mod report;
 pub mod toolbox;
 
 impl crate::bindings::types::Host for crate::state::ShimState {}

@@ -66,8 +66,19 @@ const imports = {
     download: NO_TOOLBOX,
     remove: NO_TOOLBOX,
   },
+  'sandbox-sync:provider/sync-report': {
+    degraded: (feature, missing) => {
+      // Bounded as in the Rust host: any component may call this.
+      if (degraded.length < 16 && feature.length <= 64 && !degraded.some((d) => d.feature === feature)) {
+        degraded.push({ feature, missing: [...missing].filter((m) => m.length <= 64).slice(0, 8) });
+      }
+    },
+  },
   'sandbox-sync:provider/types': {},
 };
+
+/** Features the sandbox turned off in this call (sync-report). */
+let degraded = [];
 
 /** This call's record store (see records.js). */
 let records = recordStore(null);
@@ -121,6 +132,7 @@ function trapped(e, memory) {
 function call({ direction, request, grants, settings }) {
   exec.configure(settings);
   records = recordStore(settings.records);
+  degraded = [];
   clearDiagnostics();
   const dirs = [];
   let done;
@@ -133,7 +145,7 @@ function call({ direction, request, grants, settings }) {
         }),
       );
     });
-    done = { results: instance()[direction === 'in' ? 'syncIn' : 'syncOut'](request, dirs) };
+    done = { results: instance()[direction === 'in' ? 'syncIn' : 'syncOut'](request, dirs), degraded };
   } catch (e) {
     if (e?.payload !== undefined) done = { error: e.payload };
     else {

@@ -12,6 +12,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, OutputStream};
 use sandbox_sync_driver::codec::{self, AUTO_MIN_BYTES};
 use sandbox_sync_driver::io;
+use sandbox_sync_driver::report::noted;
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use super::archive::{send_archive, Archive};
@@ -68,7 +69,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
                 _ => Some(stdin),
             };
             let statuses = read_status(&stdout, early);
-            let status = exec.finish().map_err(SyncError::Transport)?;
+            let status = noted(exec.finish()).map_err(SyncError::Transport)?;
             drop(stdin);
             cleanup(&status);
             let stdin_failed = match &sent {
@@ -84,7 +85,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             drop(stdin);
             let _ = read_status(&stdout, early);
             drop(stdout);
-            if let Ok(status) = exec.finish() {
+            if let Ok(status) = noted(exec.finish()) {
                 cleanup(&status);
             }
             Err(e)
@@ -95,7 +96,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
             exec.abort();
             drop(stdin);
             drop(stdout);
-            if let Ok(status) = exec.finish() {
+            if let Ok(status) = noted(exec.finish()) {
                 cleanup(&status);
             }
             Err(e)

@@ -11,6 +11,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::ended;
 use sandbox_sync_driver::io;
+use sandbox_sync_driver::report::noted;
 use sandbox_sync_driver::scratch::cleanup_if_killed;
 
 use super::plan::{prepare, Prepared};
@@ -64,7 +65,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
     // instead of being killed at the deadline.
     let (cut, blame, staged) = receiver.end();
     drop(stdin);
-    let status = exec.finish();
+    let status = noted(exec.finish());
     if let Ok(status) = &status {
         cleanup_if_killed(status, &root, &scratch, limits.max_stderr_bytes);
     }

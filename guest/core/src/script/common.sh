@@ -2,6 +2,16 @@ set -u
 unset TAR_OPTIONS CDPATH
 case $(tar --version 2>/dev/null) in *'GNU tar'*) _ss_gnutar=1;; *) _ss_gnutar=0;; esac
 _ss_die() { printf 'sandbox-sync: %s\n' "$2" >&2; exit "$1"; }
+# Feature $1 is off for this call for want of $2 (space-separated): a
+# line on stderr, which the component hands on to the host for the
+# call's result (README, "What the sandbox needs").
+_ss_off() { printf '%s off %s %s\n' "$_ss_TAG" "$1" "$2" >&2; }
+# The tools of "$@" the sandbox lacks, space-separated.
+_ss_lacks() {
+  _ss_m=
+  for _ss_t do command -v "$_ss_t" >/dev/null 2>&1 || _ss_m="$_ss_m $_ss_t"; done
+  printf %s "${_ss_m# }"
+}
 if command -v realpath >/dev/null 2>&1; then _ss_resolve() { realpath "$1"; }
 elif command -v readlink >/dev/null 2>&1; then _ss_resolve() { readlink -f "$1"; }
 else _ss_die "$_ss_E_NO_CANONICALIZER" 'no path canonicalizer (realpath or readlink -f) in the sandbox'; fi
@@ -181,6 +191,8 @@ _ss_expire() {
 trap _ss_cleanup EXIT
 trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 141' PIPE; trap 'exit 143' TERM; trap 'exit "$_ss_E_DEADLINE"' USR1
 if [ -n "$_ss_deadline" ]; then
+  # The watcher counts with sleep; without one only the host ends the call.
+  command -v sleep >/dev/null 2>&1 || _ss_off sandbox-deadline sleep
   (_ss_watchfor "$_ss_deadline" && _ss_expire $$) </dev/null >/dev/null 2>&1 &
   _ss_watch=$!
 fi
@@ -206,6 +218,13 @@ _ss_caps() {
     command -v "$_ss_z" >/dev/null 2>&1 && printf ' %s' "$_ss_z"
   done
   return 0
+}
+# Reports compressed sync-in off when _ss_caps offers no codec.
+_ss_nocaps() {
+  _ss_m=$(_ss_lacks cat)
+  [ -c /dev/null ] || _ss_m="$_ss_m /dev/null"
+  command -v zstd >/dev/null 2>&1 || command -v gzip >/dev/null 2>&1 || _ss_m="$_ss_m zstd|gzip"
+  _ss_off compressed-sync-in "${_ss_m# }"
 }
 # Incremental sync keys its records on a file's identity: "device inode
 # size ctime", the ctime as `TZ=UTC0 stat -c %z` prints it (three words, to
@@ -238,7 +257,13 @@ _ss_have() {
 # sandbox has base64 too: "blist". Else it prints "list".
 _ss_zlist=0
 _ss_zip() {
-  if [ "$_ss_zlist" != 0 ] && command -v gzip >/dev/null 2>&1; then
+  if [ "$_ss_zlist" != 0 ] && ! command -v gzip >/dev/null 2>&1; then
+    _ss_x=$(wc -c <"$1") || _ss_x=0
+    [ $((_ss_x)) -le 16384 ] || _ss_off compressed-listings gzip
+  elif [ "$_ss_zlist" = b64 ] && ! command -v base64 >/dev/null 2>&1; then
+    _ss_x=$(wc -c <"$1") || _ss_x=0
+    [ $((_ss_x)) -le 16384 ] || _ss_off compressed-listings base64
+  elif [ "$_ss_zlist" != 0 ]; then
     _ss_x=$(wc -c <"$1") || _ss_x=0
     if [ $((_ss_x)) -le 16384 ]; then
       :
@@ -255,6 +280,16 @@ _ss_zip() {
 }
 # The tools an incremental sync-in's records take.
 _ss_canrecord() { _ss_have awk find stat; }
+# Turns incremental sync-in's records on where the sandbox can keep them,
+# and says which part is off where it cannot.
+_ss_recordable() {
+  if _ss_canrecord; then
+    _ss_rec=1
+    _ss_keepable || _ss_off incremental-in-keep "$(_ss_lacks cp xargs tr)"
+  else
+    _ss_off incremental-in-record "$(_ss_lacks awk find stat)"
+  fi
+}
 # Removes the scratch dir $1 a killed program left behind (a SIGKILLed
 # shell cannot run its trap). Its children may still be writing into it
 # (a transport that kills only the shell, or none at all), so it removes

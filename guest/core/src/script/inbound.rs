@@ -260,7 +260,7 @@ impl InboundScript {
         s.push_str(INBOUND);
         s.push_str(&self.preflight);
         if self.record {
-            s.push_str("_ss_canrecord && _ss_rec=1\n");
+            s.push_str("_ss_recordable\n");
         }
         if self.zip {
             // The report is the command's output, text.
@@ -297,7 +297,7 @@ impl InboundScript {
         }
         s.push_str(&self.preflight);
         if self.record {
-            s.push_str("_ss_canrecord && _ss_rec=1\n");
+            s.push_str("_ss_recordable\n");
         }
         if self.zip {
             s.push_str("_ss_zlist=1\n");

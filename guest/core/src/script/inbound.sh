@@ -123,6 +123,7 @@ _ss_cmd() {
     printf '%s cmd %s %s %s 0\n' "$_ss_TAG" "$1" "$2" "$_ss_E_NOT_FOUND"
     _ss_die "$_ss_E_COMMAND" "post-upload command not run: its timeout needs sleep, which the sandbox lacks"
   fi
+  [ -n "$_ss_setsid" ] || _ss_off command-sessions setsid
   _ss_spawn_cmd "$_ss_c" "$_ss_S/cmd-out"
   _ss_wp=
   if [ -n "$5" ]; then
@@ -484,7 +485,7 @@ _ss_reported() {
 # head. Any other answer stops the program, changing nothing.
 _ss_extract() {
   _ss_codec=
-  [ "$1" = 1 ] && _ss_codec=$(_ss_caps)
+  if [ "$1" = 1 ]; then _ss_codec=$(_ss_caps); [ -n "$_ss_codec" ] || _ss_nocaps; fi
   [ "$_ss_gnutar" = 1 ] && _ss_codec="$_ss_codec stream"
   [ "$_ss_rec" = 0 ] || _ss_codec="$_ss_codec record"
   printf '%s caps%s\n' "$_ss_TAG" "$_ss_codec"

@@ -48,7 +48,8 @@ pub use listing::{
     ListingParser, Named, OutboundSink, Probe, Sink, TooManyListed,
 };
 pub use protocol::{
-    choice_name, parse_caps, parse_marker, parse_status, Caps, Codec, Marker, Status, TAG,
+    choice_name, parse_caps, parse_marker, parse_status, split_off, Caps, Codec, Marker, Off,
+    Status, FEATURES, TAG,
 };
 
 /// The constant `sh -c` program every exec starts with.

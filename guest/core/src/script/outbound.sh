@@ -60,8 +60,10 @@ _ss_okeepable() {
   if [ "$_ss_ghead" = 1 ] || [ "$(printf x | dd bs=1 count=1 iflag=fullblock 2>/dev/null)" = x ]; then
     _ss_ikeep=1
   fi
-  _ss_have find stat cat head wc awk || _ss_ikeep=0
-  [ "$_ss_gnutar" = 1 ] || _ss_have tr xargs || _ss_ikeep=0
+  _ss_m=$(_ss_lacks find stat cat head wc awk)
+  [ "$_ss_gnutar" = 1 ] || _ss_m="$_ss_m $(_ss_lacks tr xargs)"
+  [ "$_ss_ikeep" = 1 ] || _ss_m="GNU-head|dd-iflag=fullblock $_ss_m"
+  case $_ss_m in *[!\ ]*) _ss_ikeep=0; _ss_off incremental-out "$_ss_m" ;; esac
   _ss_oprobe
 }
 # Copies exactly $1 bytes of stdin to stdout and reads no further (the
@@ -202,10 +204,11 @@ _ss_onamed() {
 # Sets _ss_codec to the first codec of "$@" this sandbox can run, or none.
 _ss_pick() {
   _ss_codec=none
-  command -v mkfifo >/dev/null 2>&1 || return 0
+  command -v mkfifo >/dev/null 2>&1 || { _ss_off compressed-sync-out mkfifo; return 0; }
   for _ss_z do
     if command -v "$_ss_z" >/dev/null 2>&1; then _ss_codec=$_ss_z; return 0; fi
   done
+  [ $# = 0 ] || _ss_off compressed-sync-out "$(IFS='|'; printf %s "$*")"
 }
 # True when the first MiB of source $2 (kind $1: file or dir) gzips to
 # less than 90% of its size: incompressible data is sent plain.

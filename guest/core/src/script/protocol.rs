@@ -223,6 +223,65 @@ pub fn parse_status(line: &str) -> Option<Status> {
     w.next().is_none().then_some(s)
 }
 
+/// The features a program may turn off for want of a tool (README, "What
+/// the sandbox needs"); no other name is reported.
+pub const FEATURES: &[&str] = &[
+    "command-sessions",
+    "sandbox-deadline",
+    "incremental-in-record",
+    "incremental-in-keep",
+    "incremental-out",
+    "compressed-sync-in",
+    "compressed-sync-out",
+    "compressed-listings",
+];
+
+/// A feature a program turned off: its stderr line
+/// `<TAG> off <feature> <missing...>` (`_ss_off`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Off {
+    /// One of [`FEATURES`].
+    pub feature: String,
+    /// What the sandbox lacks (`a|b`: neither), at most 8 names of at most
+    /// 64 bytes each.
+    pub missing: Vec<String>,
+}
+
+/// Splits a program's stderr into the features it turned off (each once,
+/// known names only: the sandbox writes this, so it is bounded) and the
+/// rest, which errors quote.
+pub fn split_off(stderr: &[u8]) -> (Vec<Off>, Vec<u8>) {
+    let prefix = format!("{TAG} off ");
+    let mut offs: Vec<Off> = Vec::new();
+    let mut rest = Vec::with_capacity(stderr.len());
+    for line in stderr.split_inclusive(|b| *b == b'\n') {
+        let Some(words) = line
+            .strip_prefix(prefix.as_bytes())
+            .and_then(|w| std::str::from_utf8(w).ok())
+        else {
+            rest.extend_from_slice(line);
+            continue;
+        };
+        let mut words = words.split_whitespace();
+        let Some(feature) = words.next().filter(|f| FEATURES.contains(f)) else {
+            rest.extend_from_slice(line);
+            continue;
+        };
+        if offs.iter().any(|o| o.feature == feature) {
+            continue;
+        }
+        offs.push(Off {
+            feature: feature.to_owned(),
+            missing: words
+                .filter(|w| w.len() <= 64)
+                .take(8)
+                .map(str::to_owned)
+                .collect(),
+        });
+    }
+    (offs, rest)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,5 +369,32 @@ mod tests {
         assert_eq!(parse_caps("SANDBOX-SYNC op 1"), None);
         let bad = format!("{:<511}\n", "SANDBOX-SYNC codec lz4");
         assert_eq!(parse_marker(bad.as_bytes()), None);
+    }
+
+    #[test]
+    fn features_turned_off_are_split_from_stderr() {
+        let stderr = b"SANDBOX-SYNC off incremental-out awk GNU-head|dd-iflag=fullblock\n\
+sandbox-sync: something failed\n\
+SANDBOX-SYNC off incremental-out awk\n\
+SANDBOX-SYNC off made-up-feature x\n\
+SANDBOX-SYNC off sandbox-deadline sleep";
+        let (offs, rest) = split_off(stderr);
+        assert_eq!(
+            offs,
+            [
+                Off {
+                    feature: "incremental-out".into(),
+                    missing: vec!["awk".into(), "GNU-head|dd-iflag=fullblock".into()],
+                },
+                Off {
+                    feature: "sandbox-deadline".into(),
+                    missing: vec!["sleep".into()],
+                },
+            ]
+        );
+        assert_eq!(
+            rest,
+            b"sandbox-sync: something failed\nSANDBOX-SYNC off made-up-feature x\n"
+        );
     }
 }
