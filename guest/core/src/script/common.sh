@@ -257,21 +257,18 @@ _ss_have() {
 # sandbox has base64 too: "blist". Else it prints "list".
 _ss_zlist=0
 _ss_zip() {
-  if [ "$_ss_zlist" != 0 ] && ! command -v gzip >/dev/null 2>&1; then
-    _ss_x=$(wc -c <"$1") || _ss_x=0
-    [ $((_ss_x)) -le 16384 ] || _ss_off compressed-listings gzip
-  elif [ "$_ss_zlist" = b64 ] && ! command -v base64 >/dev/null 2>&1; then
-    _ss_x=$(wc -c <"$1") || _ss_x=0
-    [ $((_ss_x)) -le 16384 ] || _ss_off compressed-listings base64
-  elif [ "$_ss_zlist" != 0 ]; then
+  if [ "$_ss_zlist" != 0 ]; then
     _ss_x=$(wc -c <"$1") || _ss_x=0
     if [ $((_ss_x)) -le 16384 ]; then
       :
+    elif ! command -v gzip >/dev/null 2>&1; then
+      _ss_off compressed-listings gzip
     elif [ "$_ss_zlist" = 1 ] && gzip -1 -c <"$1" >"$_ss_S/Z" 2>/dev/null; then
       printf zlist
       return 0
-    elif [ "$_ss_zlist" = b64 ] && command -v base64 >/dev/null 2>&1 \
-      && { gzip -1 -c <"$1" | base64; } >"$_ss_S/Z" 2>/dev/null; then
+    elif [ "$_ss_zlist" = b64 ] && ! command -v base64 >/dev/null 2>&1; then
+      _ss_off compressed-listings base64
+    elif [ "$_ss_zlist" = b64 ] && { gzip -1 -c <"$1" | base64; } >"$_ss_S/Z" 2>/dev/null; then
       printf blist
       return 0
     fi
