@@ -38,10 +38,13 @@ use sandbox_sync_core::SCRATCH_PREFIX;
 mod replace;
 pub(crate) mod streams;
 mod types;
+mod write;
 
 pub use types::{
     DirEntry, DirEntryChange, DirEntryStat, DirEntryTimes, EntryKind, Error, Metadata,
 };
+
+pub use write::{Chunks, FillError, NewFile};
 
 use streams::{FileInputStream, FileOutputStream};
 
@@ -380,8 +383,14 @@ impl GrantedDir {
         self.create_file(path, mode).map(FileOutputStream::new)
     }
 
+    /// Creates a new file with exactly `mode`, to be filled by
+    /// [`NewFile::fill`] (`write-file`).
+    pub fn new_file(&self, path: &str, mode: u32) -> Result<NewFile, Error> {
+        self.create_file(path, mode).map(|f| NewFile::new(f, path))
+    }
+
     /// Creates a new file with exactly `mode` (see [`GrantedDir::create_exclusive`]).
-    pub fn create_file(&self, path: &str, mode: u32) -> Result<std::fs::File, Error> {
+    fn create_file(&self, path: &str, mode: u32) -> Result<std::fs::File, Error> {
         let p = self.write_rel(path)?;
         let mut opts = OpenOptions::new();
         opts.write(true).create_new(true).mode(mode & 0o600);

@@ -14,8 +14,36 @@ use crate::state::ShimState;
 
 type FsResult<T> = Result<T, FsFailure>;
 
-/// Most bytes taken from the sandbox's stream per read by `write-file`.
-const WRITE_CHUNK: usize = 1 << 20;
+/// The sandbox's stream as `write-file`'s source of chunks: it lives in
+/// the component's resource table, which `fs/` does not know.
+struct TableStream<'a> {
+    table: &'a mut wasmtime::component::ResourceTable,
+    src: Resource<DynInputStream>,
+    path: &'a str,
+}
+
+impl fs::Chunks for TableStream<'_> {
+    type Error = FsFailure;
+
+    async fn next(&mut self, want: usize) -> Result<Option<bytes::Bytes>, FsFailure> {
+        loop {
+            let stream = self.table.get_mut(&self.src)?;
+            match stream.read(want) {
+                Ok(bytes) if bytes.is_empty() => stream.ready().await,
+                Ok(bytes) => return Ok(Some(bytes)),
+                Err(StreamError::Closed) => return Ok(None),
+                Err(StreamError::LastOperationFailed(e)) => {
+                    return Err(FsError::Io(format!(
+                        "reading the sandbox's stream for {}: {e:#}",
+                        self.path
+                    ))
+                    .into())
+                }
+                Err(StreamError::Trap(e)) => return Err(FsFailure::Trap(e)),
+            }
+        }
+    }
+}
 
 impl Host for ShimState {
     fn convert_fs_error(&mut self, err: FsFailure) -> wasmtime::Result<FsError> {
@@ -120,45 +148,18 @@ impl HostGrantedDir for ShimState {
         src: Resource<DynInputStream>,
         len: u64,
     ) -> FsResult<u64> {
-        let mut file = self.table.get(&this)?.create_file(&path, mode)?;
-        let io = |e: std::io::Error| FsError::Io(format!("failed to write {path}: {e}"));
-        let mut moved = 0u64;
-        while moved < len {
-            let want = usize::try_from(len - moved)
-                .unwrap_or(usize::MAX)
-                .min(WRITE_CHUNK);
-            let stream = self.table.get_mut(&src)?;
-            match stream.read(want) {
-                Ok(bytes) if bytes.is_empty() => stream.ready().await,
-                Ok(bytes) => {
-                    std::io::Write::write_all(&mut file, &bytes).map_err(io)?;
-                    moved += bytes.len() as u64;
-                }
-                Err(StreamError::Closed) => break,
-                Err(StreamError::LastOperationFailed(e)) => {
-                    return Err(FsError::Io(format!(
-                        "reading the sandbox's stream for {path}: {e:#}"
-                    ))
-                    .into())
-                }
-                Err(StreamError::Trap(e)) => return Err(FsFailure::Trap(e)),
-            }
-        }
-        if moved == len {
-            // On the descriptor just written: no second walk of the path.
-            let when = rustix::fs::Timestamps {
-                last_access: rustix::fs::Timespec {
-                    tv_sec: 0,
-                    tv_nsec: rustix::fs::UTIME_OMIT,
-                },
-                last_modification: rustix::fs::Timespec {
-                    tv_sec: mtime_sec.max(0),
-                    tv_nsec: 0,
-                },
-            };
-            rustix::fs::futimens(&file, &when).map_err(|e| io(e.into()))?;
-        }
-        Ok(moved)
+        let file = self.table.get(&this)?.new_file(&path, mode)?;
+        let mut src = TableStream {
+            table: &mut self.table,
+            src,
+            path: &path,
+        };
+        file.fill(&mut src, len, mtime_sec)
+            .await
+            .map_err(|e| match e {
+                fs::FillError::Fs(e) => e.into(),
+                fs::FillError::Source(f) => f,
+            })
     }
 
     async fn mkdir(&mut self, this: Resource<GrantedDir>, path: String, mode: u32) -> FsResult<()> {
