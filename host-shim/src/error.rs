@@ -1,10 +1,12 @@
 //! The typed error a sync call ends with, on the host side.
 
 use std::fmt;
+use std::sync::Arc;
 
 use sandbox_sync_core::ErrorKind;
 
 use crate::bindings::types as wit;
+use crate::exec::ExecError;
 
 /// Details of a failed post-upload command or in-sandbox step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +31,9 @@ pub struct SyncError {
     pub message: String,
     /// Present for `command-failed`.
     pub command: Option<CommandDetails>,
+    /// For `transport`: the backend's own typed error behind it, where the
+    /// host saw one (the component only ever sees its text).
+    pub cause: Option<BackendFailure>,
 }
 
 impl SyncError {
@@ -38,9 +43,64 @@ impl SyncError {
             kind,
             message: message.into(),
             command: None,
+            cause: None,
         }
     }
 }
+
+/// The first error a backend gave the host during a call, typed (a kube
+/// `KubeError` or a Daytona `ToolboxError` inside an [`ExecError`]), kept
+/// so a front end can say what to check instead of only quoting text.
+#[derive(Debug, Clone)]
+pub struct BackendFailure(Arc<ExecError>);
+
+impl BackendFailure {
+    /// Keeps `e`.
+    pub fn new(e: ExecError) -> Self {
+        BackendFailure(Arc::new(e))
+    }
+
+    /// The error itself.
+    pub fn error(&self) -> &ExecError {
+        &self.0
+    }
+
+    /// A stable name for what the backend said (`unauthorized`,
+    /// `pod-not-found`, ...: `ToolboxError::code`, `KubeError::code`), where
+    /// it is one of the typed ones.
+    pub fn code(&self) -> Option<&'static str> {
+        #[cfg(feature = "daytona")]
+        if let Some(t) = self.toolbox() {
+            return Some(t.code());
+        }
+        #[cfg(feature = "kube")]
+        if let Some(k) = self.kube() {
+            return Some(k.code());
+        }
+        None
+    }
+
+    /// The Daytona toolbox's error, when that is what failed.
+    #[cfg(feature = "daytona")]
+    pub fn toolbox(&self) -> Option<&crate::exec::daytona::ToolboxError> {
+        crate::exec::daytona::ToolboxError::find(&self.0)
+    }
+
+    /// The kube backend's error, when that is what failed.
+    #[cfg(feature = "kube")]
+    pub fn kube(&self) -> Option<&crate::exec::kube::KubeError> {
+        crate::exec::kube::KubeError::find(&self.0)
+    }
+}
+
+/// Two failures are equal when they are the same one.
+impl PartialEq for BackendFailure {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for BackendFailure {}
 
 impl fmt::Display for SyncError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -88,6 +148,7 @@ impl From<wit::SyncError> for SyncError {
                     timed_out: c.timed_out,
                     stderr: c.stderr,
                 }),
+                cause: None,
             },
             W::LimitExceeded(m) => SyncError::new(ErrorKind::LimitExceeded, m),
             W::SourceChanged(m) => SyncError::new(ErrorKind::SourceChanged, m),

@@ -410,7 +410,13 @@ impl Runtime {
                 ErrorKind::Transport,
                 format!("the provider component trapped: {}", trap.root_cause()),
             ))),
-            Ok(Ok(Err(e))) => Err(failed(e.into())),
+            Ok(Ok(Err(e))) => {
+                let mut error = SyncError::from(e);
+                if error.kind == ErrorKind::Transport {
+                    error.cause = store.data_mut().backend_failure.take();
+                }
+                Err(failed(error))
+            }
             Ok(Ok(Ok(results))) => Ok(SyncOutcome {
                 operations: results.into_iter().map(Into::into).collect(),
                 execs,

@@ -42,6 +42,9 @@ pub struct ShimState {
     /// A cap the host enforced on what the sandbox's side sent (a toolbox
     /// answer too long): the call's error is `limit-exceeded`, this message.
     pub(crate) host_limit: Option<String>,
+    /// The first error the backend gave (a start or a wait that failed):
+    /// the component gets its text, a `transport` failure carries it typed.
+    pub(crate) backend_failure: Option<crate::error::BackendFailure>,
 }
 
 /// The store's limits, and the most linear memory the component grew to
@@ -139,7 +142,20 @@ impl ShimState {
             remote: false,
             records: None,
             host_limit: None,
+            backend_failure: None,
         }
+    }
+
+    /// Notes `e` as the call's backend failure (the first one stands) and
+    /// returns its text, which is what the component gets.
+    pub(crate) fn backend_failed(&mut self, e: crate::exec::ExecError) -> String {
+        let text = e.to_string();
+        if let crate::exec::ExecError::Limit(m) = &e {
+            self.host_limit.get_or_insert_with(|| m.clone());
+        } else if self.backend_failure.is_none() {
+            self.backend_failure = Some(crate::error::BackendFailure::new(e));
+        }
+        text
     }
 
     /// Sets the call's compression policy.

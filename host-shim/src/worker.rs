@@ -486,6 +486,9 @@ impl PointerStr for Map<String, Value> {
 
 fn error_data(e: &SyncError, execs: u64) -> Value {
     let mut d = json!({ "kind": e.kind.as_str(), "message": e.message, "execs": execs });
+    if let Some(cause) = e.cause.as_ref().and_then(|c| c.code()) {
+        d["cause"] = json!(cause);
+    }
     if let Some(c) = &e.command {
         d["operationId"] = json!(c.operation_id);
         d["exitCode"] = json!(c.exit_code);

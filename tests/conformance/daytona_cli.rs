@@ -109,6 +109,60 @@ fn a_missing_or_refused_key_is_reported() {
     assert!(!err.contains("wrong"), "the key is never printed: {err}");
 }
 
+/// A refusal the toolbox gives during a sync reaches the CLI typed: the
+/// hint says what to check on Daytona (not the kube hint), the sync verbs
+/// keep their one error line, and `cp --json` names the cause.
+#[test]
+fn a_refusal_during_a_sync_reaches_the_cli_typed() {
+    let sb = daytona_sandbox();
+    let server = sb.toolbox.as_ref().unwrap();
+    let src = sb.write_host("ws/a.txt", b"alpha");
+    let ops = json!([{"operationId": "o",
+        "files": [{"sourcePath": src.parent().unwrap(), "targetPath": sb.remote("ws"), "kind": "directory"}]}]);
+    let ops_file = sb.host.join("ops.json");
+    std::fs::write(&ops_file, ops.to_string()).unwrap();
+    // The toolbox URL given, so the first refusal comes from a sync's call.
+    let sync_in = |sandbox: &str, key: &str| {
+        let out = Command::new(sandbox_sync_bin())
+            .args(["sync-in", "--remote-dir", &sb.remote, "--ops"])
+            .arg(&ops_file)
+            .args(["--backend", "daytona", "--sandbox-id", sandbox])
+            .args(["--daytona-toolbox-url", &server.url])
+            .env("DAYTONA_API_KEY", key)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let err = sync_in(&server.sandbox, "wrong");
+    assert!(err.starts_with("error[transport]: "), "{err}");
+    assert!(
+        err.contains("(hint: the Daytona toolbox refused DAYTONA_API_KEY"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one error line: {err}");
+    let err = sync_in("no-such-sandbox", &server.key);
+    assert!(
+        err.contains("hint: check the Daytona sandbox id and that the sandbox is started"),
+        "{err}"
+    );
+    assert!(!sb.remote_on_host("ws").exists());
+
+    let spec = format!("daytona:{}:{}", server.sandbox, sb.remote("a.txt"));
+    let out = Command::new(sandbox_sync_bin())
+        .arg("cp")
+        .arg(&src)
+        .arg(&spec)
+        .args(["--daytona-toolbox-url", &server.url, "--json"])
+        .env("DAYTONA_API_KEY", "wrong")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["error"]["kind"], "transport", "{v}");
+    assert_eq!(v["error"]["cause"], "unauthorized", "{v}");
+}
+
 /// `cp` and `doctor` work on Daytona too.
 #[test]
 fn cp_and_doctor() {

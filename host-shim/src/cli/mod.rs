@@ -7,6 +7,7 @@ mod args;
 mod cp;
 mod demo;
 mod doctor;
+mod hint;
 mod sync;
 
 use std::process::ExitCode;

@@ -11,6 +11,7 @@ use sandbox_sync_host::provider::{Compress, Direction};
 use sandbox_sync_host::{Runtime, SyncOperation, SyncOptions};
 
 use super::args::{backend_failure, BackendArgs};
+use super::hint;
 
 #[derive(Debug, Args)]
 pub struct SyncArgs {
@@ -93,6 +94,7 @@ pub async fn run(direction: Direction, args: SyncArgs) -> ExitCode {
     opts.confine_followed_symlinks = args.confine_followed_symlinks;
     opts.compress = args.compress;
     opts.incremental = args.incremental;
+    let name = backend.name();
     let result = runtime.sync(direction, &ops, &opts, backend).await;
     match result {
         Ok(outcome) => {
@@ -110,7 +112,16 @@ pub async fn run(direction: Direction, args: SyncArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(failed) => {
-            eprintln!("{}", failed.error);
+            // One line, as the CLI's contract says; the hint joins it
+            // where the backend's own typed error says what to check.
+            match hint::cause(&failed.error) {
+                Some(_) => eprintln!(
+                    "{} (hint: {})",
+                    failed.error,
+                    hint::hint(&failed.error, name)
+                ),
+                None => eprintln!("{}", failed.error),
+            }
             ExitCode::from(1)
         }
     }

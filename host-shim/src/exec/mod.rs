@@ -114,13 +114,16 @@ pub enum ExecError {
     /// A backend's own typed error while or after the process ran.
     #[error("failed to wait for the sandbox process: {0}")]
     BackendWait(#[source] Box<dyn std::error::Error + Send + Sync>),
-    /// A toolbox call (`execute`, `bulk-upload`, ...) failed.
-    #[error("the toolbox's {call} failed: {message}")]
+    /// A toolbox call (`execute`, `bulk-upload`, ...) failed, with the
+    /// backend's own typed error (a Daytona `ToolboxError`, which its
+    /// `find` gets back).
+    #[error("the toolbox's {call} failed: {source}")]
     Toolbox {
         /// Which call.
         call: &'static str,
         /// Why.
-        message: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// The other side sent more than the host reads: the call fails with
     /// `limit-exceeded`, not `transport`.

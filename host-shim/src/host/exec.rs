@@ -14,7 +14,7 @@ use crate::bindings::sandbox_exec::{
 };
 use crate::exec::codec::{self, CodecMeter};
 use crate::exec::pipes::{ExecStdin, ExecStdout, WeakStdin, WeakStdout};
-use crate::exec::{self as mechanism, Control, ExecError, ExecRequest, Process};
+use crate::exec::{self as mechanism, Control, ExecRequest, Process};
 use crate::fs::GrantedDir;
 use crate::state::{CodecUse, ShimState};
 
@@ -105,7 +105,7 @@ impl Host for ShimState {
         };
         let process = match self.backend.start(req).await {
             Ok(p) => p,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err(self.backend_failed(e))),
         };
         Ok(Ok(self.push_execution(process)?))
     }
@@ -249,12 +249,7 @@ impl HostExecution for ShimState {
                 stderr: info.stderr,
                 stderr_truncated: info.stderr_truncated,
             })),
-            Err(e) => {
-                if let ExecError::Limit(m) = &e {
-                    self.host_limit.get_or_insert_with(|| m.clone());
-                }
-                Ok(Err(e.to_string()))
-            }
+            Err(e) => Ok(Err(self.backend_failed(e))),
         }
     }
 

@@ -37,7 +37,7 @@ impl ShimState {
         );
         let process = match call(toolbox, timeout) {
             Ok(p) => p,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err(self.backend_failed(e))),
         };
         self.toolbox_calls.fetch_add(1, Ordering::Relaxed);
         Ok(Ok(self.push_execution(process)?))

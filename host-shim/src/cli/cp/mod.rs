@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use sandbox_sync_host::backend::BackendConfig;
 use sandbox_sync_host::cpspec::{parse_copy, Copy, Spec};
+use sandbox_sync_host::error::BackendFailure;
 use sandbox_sync_host::exec::counting::Counting;
 use sandbox_sync_host::exec::{ExecBackend, ExecError, ExecRequest};
 use sandbox_sync_host::provider::Direction;
@@ -19,6 +20,7 @@ use sandbox_sync_host::{
 };
 
 use super::args::{backend_failure, DaytonaArgs, KubeArgs, LocalArgs};
+use super::hint;
 
 mod progress;
 
@@ -75,28 +77,16 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn hint(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::Confinement => "the sandbox path must stay under --remote-dir (default: its parent directory), and no symlink may lead out of it",
-        ErrorKind::InvalidRequest => "check that the source exists and is a file or directory",
-        ErrorKind::Transport => "check that the pod is Running, the container name, and your kubeconfig/context",
-        ErrorKind::LimitExceeded => "raise --timeout-ms, or check what the sandbox is sending",
-        ErrorKind::UnsafeArchive => "the sandbox sent an archive that breaks policy; nothing was written",
-        ErrorKind::CommandFailed => "see the sandbox's stderr above",
-        ErrorKind::SourceChanged => "the source changed while it was being copied; copy it again",
-        ErrorKind::Io => "check free space and permissions on the host target",
-    }
-}
-
-fn fail(json: bool, e: &SyncError) -> ExitCode {
+fn fail(json: bool, backend: &str, e: &SyncError) -> ExitCode {
     if json {
-        println!(
-            "{}",
-            serde_json::json!({ "error": { "kind": e.kind.as_str(), "message": e.message } })
-        );
+        let mut error = serde_json::json!({ "kind": e.kind.as_str(), "message": e.message });
+        if let Some(cause) = hint::cause(e) {
+            error["cause"] = cause.into();
+        }
+        println!("{}", serde_json::json!({ "error": error }));
     } else {
         eprintln!("{e}");
-        eprintln!("hint: {}", hint(e.kind));
+        eprintln!("hint: {}", hint::hint(e, backend));
     }
     ExitCode::from(1)
 }
@@ -223,7 +213,11 @@ async fn source_kind(plan: &CopyPlan, backend: &dyn ExecBackend) -> Result<Mappi
                 ErrorKind::InvalidRequest,
                 format!("source {} does not exist", plan.where_),
             )),
-            Err(e) => Err(SyncError::new(ErrorKind::Transport, format!("{e:#}"))),
+            Err(e) => {
+                let mut error = SyncError::new(ErrorKind::Transport, format!("{e:#}"));
+                error.cause = Some(BackendFailure::new(e));
+                Err(error)
+            }
         },
     }
 }
@@ -237,9 +231,10 @@ pub async fn run(a: CpArgs) -> ExitCode {
         Ok(b) => b,
         Err(e) => return backend_failure(&e),
     };
+    let name = backend.name();
     let kind = match source_kind(&plan, backend.as_ref()).await {
         Ok(k) => k,
-        Err(e) => return fail(a.json, &e),
+        Err(e) => return fail(a.json, name, &e),
     };
     let host = plan.host_path.display().to_string();
     let (source, target) = match plan.direction {
@@ -263,6 +258,7 @@ pub async fn run(a: CpArgs) -> ExitCode {
         Err(e) => {
             return fail(
                 a.json,
+                name,
                 &SyncError::new(ErrorKind::InvalidRequest, e.to_string()),
             )
         }
@@ -292,7 +288,7 @@ pub async fn run(a: CpArgs) -> ExitCode {
             );
             ExitCode::SUCCESS
         }
-        Err(f) => fail(a.json, &f.error),
+        Err(f) => fail(a.json, name, &f.error),
     }
 }
 

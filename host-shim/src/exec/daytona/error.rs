@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::exec::ExecError;
+
 /// Why a toolbox call failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ToolboxError {
@@ -60,6 +62,34 @@ pub enum ToolboxError {
     /// The connection failed.
     #[error("cannot reach the Daytona toolbox: {0}")]
     Transport(String),
+}
+
+impl ToolboxError {
+    /// The `ToolboxError` inside an [`ExecError`] from this backend, if any.
+    pub fn find(err: &ExecError) -> Option<&ToolboxError> {
+        match err {
+            ExecError::Toolbox { source, .. }
+            | ExecError::BackendStart { source, .. }
+            | ExecError::BackendWait(source) => source.downcast_ref::<ToolboxError>(),
+            _ => None,
+        }
+    }
+
+    /// A stable, machine-readable name for the failure (the CLI's JSON
+    /// `cause`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ToolboxError::Unauthorized(_) => "unauthorized",
+            ToolboxError::NoSandbox { .. } => "no-sandbox",
+            ToolboxError::Timeout(_) => "timeout",
+            ToolboxError::Status { .. } => "status",
+            ToolboxError::File { .. } => "file",
+            ToolboxError::Cut(_) => "cut",
+            ToolboxError::TooLarge { .. } => "too-large",
+            ToolboxError::Malformed(_) => "malformed",
+            ToolboxError::Transport(_) => "transport",
+        }
+    }
 }
 
 /// `n` bytes as a person reads them (the caps are whole KiB or MiB).

@@ -73,7 +73,7 @@ impl Control for TaskControl {
                 }
                 Some(Err(e)) => Err(ExecError::Toolbox {
                     call: self.call,
-                    message: e.to_string(),
+                    source: Box::new(e.clone()),
                 }),
                 None => Err(ExecError::Unsupported("no status".into())),
             }

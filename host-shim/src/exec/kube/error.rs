@@ -141,6 +141,31 @@ pub enum KubeError {
 }
 
 impl KubeError {
+    /// A stable, machine-readable name for the failure (the CLI's JSON
+    /// `cause`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            KubeError::ReadKubeconfig { .. }
+            | KubeError::LoadKubeconfig(_)
+            | KubeError::InferConfig(_) => "kubeconfig",
+            KubeError::BuildClient(_) => "client",
+            KubeError::PodNotFound { .. } => "pod-not-found",
+            KubeError::PodNotRunning { .. } => "pod-not-running",
+            KubeError::ContainerMissing { .. } => "container-missing",
+            KubeError::ContainerAmbiguous { .. } => "container-ambiguous",
+            KubeError::ContainerNotRunning { .. } => "container-not-running",
+            KubeError::GetPod { .. } => "get-pod",
+            KubeError::Connect { .. } => "connect",
+            KubeError::ConnectTimeout(_) => "connect-timeout",
+            KubeError::BadStatus(_) | KubeError::NoStatus | KubeError::BadExitCode(_) => {
+                "bad-status"
+            }
+            KubeError::ConnectionLost(_) => "connection-lost",
+            KubeError::ExecFailed { .. } => "exec-failed",
+            KubeError::Supervisor(_) | KubeError::Earlier(_) => "session",
+        }
+    }
+
     /// The `KubeError` inside an [`ExecError`] from this backend, if any.
     pub fn find(err: &ExecError) -> Option<&KubeError> {
         match err {
