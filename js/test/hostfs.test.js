@@ -10,6 +10,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, test } from 'node:test';
 
 import { GrantedDir } from '../src/worker/hostfs.js';
+import { SourceDirs } from '../src/worker/source-dirs.js';
 import { removeScratch } from '../src/scratch.js';
 import { InputStream } from '../src/worker/streams.js';
 
@@ -540,6 +541,34 @@ test('a FIFO is refused by openRead and openFd without blocking', () => {
     fails(() => g.openFd(p), 'io');
   }
   assert.equal(g.stat('sub/fifo').kind, 'other');
+});
+
+test("a send-files batch's kept directory only ever yields what it held, never a symlink swapped in", () => {
+  fs.writeFileSync(inGrant('sub', 'b'), 'b inside');
+  fs.writeFileSync(path.join(outside, 'b'), 'b outside');
+  const g = grant({ writable: false });
+  const dirs = new SourceDirs();
+  const before = fdCount();
+  try {
+    const first = g.openFd('sub/file', dirs);
+    fs.closeSync(first.fd);
+    // The directory goes away and a symlink out takes its name.
+    fs.renameSync(inGrant('sub'), path.join(root, 'moved'));
+    fs.symlinkSync(outside, inGrant('sub'));
+    // A fresh walk refuses the symlink; the batch's kept fd still names the
+    // directory the walk found (its own file, which send-files then checks
+    // against the plan), never the link's target.
+    fails(() => g.openFd('sub/b'), 'not-permitted');
+    const kept = g.openFd('sub/b', dirs);
+    try {
+      assert.equal(fs.readFileSync(kept.fd, 'utf8'), 'b inside');
+    } finally {
+      fs.closeSync(kept.fd);
+    }
+  } finally {
+    dirs.close();
+  }
+  assert.equal(fdCount(), before, 'the kept fd is closed with the batch');
 });
 
 test('replaceWith swaps the staged tree in, with its mode; the old contents go', () => {

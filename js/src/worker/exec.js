@@ -16,6 +16,7 @@ import { send, on, off, wait, poll } from './channel.js';
 import { fflate } from './codecs.js';
 import { Decoder, take } from './decode.js';
 import { InputStream, OutputStream } from './streams.js';
+import { SourceDirs } from './source-dirs.js';
 
 /** Past its timeout, how long an exec may take to report before we stop waiting. */
 const GRACE_MS = 5000;
@@ -150,8 +151,15 @@ class Exec {
    */
   flushStdin() {
     if (this.batched === 0) return;
-    // A copy of its length: the batch is reused, and a small message must not hold a whole one.
-    const chunk = this.batch.slice(0, this.batched);
+    let chunk;
+    if (this.batched >= STDIN_BATCH / 2) {
+      // The batch itself goes (transferred, no copy); a new one is made.
+      chunk = this.batch.subarray(0, this.batched);
+      this.batch = null;
+    } else {
+      // A copy of its length: a small message must not hold a whole batch.
+      chunk = this.batch.slice(0, this.batched);
+    }
     this.batched = 0;
     this.post(chunk);
   }
@@ -314,12 +322,13 @@ class Exec {
 
   /** send-files: each file's prefix, then exactly its planned bytes. */
   sendFiles(grant, files) {
+    const dirs = new SourceDirs();
     try {
       for (const f of files) {
         this.put(f.prefix);
         let opened;
         try {
-          opened = grant.openFd(f.path);
+          opened = grant.openFd(f.path, dirs);
         } catch (e) {
           throw { tag: e?.tag === 'not-found' ? 'source-changed' : 'read-failed', val: String(e?.val ?? e) };
         }
@@ -334,6 +343,8 @@ class Exec {
       // The component aborts the exec (or its stdin failed): what is queued is moot.
       this.batched = 0;
       throw e;
+    } finally {
+      dirs.close();
     }
   }
 
@@ -354,10 +365,26 @@ class Exec {
     const changed = (what) => ({ tag: 'source-changed', val: `${f.path} ${what} since it was planned` });
     if (!same(stat, f)) throw changed('changed');
     const size = Number(f.size);
+    let sent = 0;
+    if (!this.encoder && size < STDIN_BATCH / 2) {
+      // A small file is read straight into the stdin batch: one copy fewer.
+      if (this.batched + size > STDIN_BATCH) this.stdinFailed(() => this.flushStdin());
+      this.batch ??= new Uint8Array(STDIN_BATCH);
+      while (sent < size) {
+        let n;
+        try {
+          n = readSync(fd, this.batch, this.batched, size - sent, sent);
+        } catch (e) {
+          throw { tag: 'read-failed', val: `${f.path}: ${e.message}` };
+        }
+        if (n === 0) throw changed('shrank');
+        this.batched += n;
+        sent += n;
+      }
+    }
     // One buffer for every file (queued bytes are copied): a small one each cost more than its read.
     this.readBuffer ??= new Uint8Array(FILE_CHUNK);
     const buf = this.readBuffer;
-    let sent = 0;
     while (sent < size) {
       let n;
       try {

@@ -50,7 +50,7 @@ import { decode, entryChange, entryTimes, kindOf, metadata, split, toTime } from
 import { StagingDirs } from './staging-dirs.js';
 import { InputStream, OutputStream } from './streams.js';
 
-const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK } = constants;
+const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
 
 /** Most bytes `write-file` takes from the sandbox's stream per read. */
 const WRITE_CHUNK = 1n << 20n;
@@ -122,6 +122,15 @@ function copy(src, fd, len, path) {
     moved += BigInt(chunk.length);
   }
   return moved;
+}
+
+/** `entry` opened for reading without following a final symlink; undefined where that fails. */
+function openPlain(entry) {
+  try {
+    return openSync(entry, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+  } catch {
+    return undefined;
+  }
 }
 
 /** `{fd, stat}`: `fd` and its bigint fstat; `fd` is closed if the fstat fails. */
@@ -248,13 +257,33 @@ export class GrantedDir {
     return new InputStream(new FileSource(this.openFd(path).fd));
   }
 
-  /** A regular file opened for reading under open-read's rules, with its bigint fstat: `{fd, stat}`. */
-  openFd(path) {
-    return this.#in(path, (dir, leaf) =>
-      this.#resolved(dir, leaf, path, 0, (fd, stat) => {
-        if (!stat.isFile()) throw fsError('io', `${path} is not a regular file`);
-        return { fd: openSync(at(fd), O_RDONLY | O_NONBLOCK), stat };
-      }),
+  /**
+   * A regular file opened for reading under open-read's rules, with its
+   * bigint fstat: `{fd, stat}`. `dirs` (a send-files batch's SourceDirs)
+   * keeps the directories walked to for the batch's next files.
+   */
+  openFd(path, dirs) {
+    return this.#in(
+      path,
+      (dir, leaf) => {
+        // Straight to the file, as the Rust shim opens it (O_NONBLOCK: a
+        // FIFO swapped in does not block the open, and is refused below).
+        // O_NOFOLLOW fails on a final symlink, which the path below
+        // follows only to inside the grant; any failure takes that path,
+        // for its error.
+        const direct = this.#follow ? undefined : openPlain(at(dir, leaf));
+        if (direct !== undefined) {
+          const opened = withStat(direct);
+          if (opened.stat.isFile()) return opened;
+          closeSync(direct);
+          throw fsError('io', `${path} is not a regular file`);
+        }
+        return this.#resolved(dir, leaf, path, 0, (fd, stat) => {
+          if (!stat.isFile()) throw fsError('io', `${path} is not a regular file`);
+          return { fd: openSync(at(fd), O_RDONLY | O_NONBLOCK | O_NOCTTY), stat };
+        });
+      },
+      dirs,
     );
   }
 
@@ -431,9 +460,11 @@ export class GrantedDir {
   /**
    * Runs `fn(dirFd, leaf)` on the directory holding `path`'s last component,
    * walked from the grant without following a symlink (a `tar -h` grant lets
-   * the kernel follow them all); fs failures become fs-errors about `path`.
+   * the kernel follow them all), or the fd `kept` holds for it (the staged
+   * tree's, or a send-files batch's: see staging-dirs.js, source-dirs.js);
+   * fs failures become fs-errors about `path`.
    */
-  #in(path, fn) {
+  #in(path, fn, kept = this.#staging) {
     return guarded(path, () => {
       const names = components(path);
       // Not this.#fd afterwards: replace-with changes it.
@@ -441,8 +472,8 @@ export class GrantedDir {
       if (names.length === 0) return fn(root, '.');
       if (this.#follow) return fn(root, path);
       const dirs = names.slice(0, -1);
-      const kept = this.#staging.dir(dirs, () => walk(root, dirs, path));
-      if (kept !== undefined) return fn(kept, names.at(-1));
+      const keptFd = kept.dir(dirs, () => walk(root, dirs, path));
+      if (keptFd !== undefined) return fn(keptFd, names.at(-1));
       const dir = walk(root, dirs, path);
       try {
         return fn(dir, names.at(-1));
