@@ -13,6 +13,21 @@ import { basename, dirname, join } from 'node:path';
 import { transpileBytes } from '@bytecodealliance/jco-transpile';
 import { COMPONENTS, PACKAGE as pkg, newestBuild, sha256 } from './cargo.mjs';
 
+// The glue asks `process.env` for JCO_DEBUG on every import call (four
+// times a call, each a trip into C++: ~9 ms of a 10,000-file sync-out's
+// ~300 in the worker); it is read once, at load, instead. A glue without
+// that exact check fails the build, so a transpiler update is looked at.
+const DEBUG_CHECK = 'if (!globalThis?.process?.env?.JCO_DEBUG) { return; }';
+const DEBUG_DEF = 'const _debugLog = (...args) => {';
+function readDebugOnce(glue) {
+  if (glue.split(DEBUG_CHECK).length !== 2 || glue.split(DEBUG_DEF).length !== 2) {
+    throw new Error('the transpiled glue no longer has the JCO_DEBUG check build.mjs rewrites: review it');
+  }
+  return glue
+    .replace(DEBUG_DEF, `const _jcoDebug = Boolean(globalThis?.process?.env?.JCO_DEBUG);\n${DEBUG_DEF}`)
+    .replace(DEBUG_CHECK, 'if (!_jcoDebug) { return; }');
+}
+
 for (const [name, file] of Object.entries(COMPONENTS)) {
   const wasm = newestBuild(file);
   const out = join(pkg, 'components', name);
@@ -20,7 +35,7 @@ for (const [name, file] of Object.entries(COMPONENTS)) {
   rmSync(out, { recursive: true, force: true });
   for (const [f, data] of Object.entries(files)) {
     mkdirSync(dirname(join(out, f)), { recursive: true });
-    writeFileSync(join(out, f), data);
+    writeFileSync(join(out, f), f.endsWith('.js') ? readDebugOnce(Buffer.from(data).toString('utf8')) : data);
   }
   // What it was built from, without the build machine's paths.
   writeFileSync(join(out, 'SOURCE'), `${basename(wasm)} sha256:${sha256(readFileSync(wasm))}\n`);
