@@ -465,10 +465,25 @@ fn insert_fact(
     }
 }
 
-/// Waits a little longer than the coarsest clock tick (10 ms at `HZ=100`),
-/// so the probe after it is in a later tick than anything changed before.
-pub fn wait_a_tick() {
-    std::thread::sleep(std::time::Duration::from_millis(20));
+/// Waits until the filesystem's clock in each of `grants` reads later than it did
+/// on entry, so a probe after it comes after anything changed before: at
+/// once where the kernel stamps files fine-grained (multigrain), within a
+/// tick on a coarse clock (4 ms at `HZ=250`, 10 at `HZ=100`), not a fixed
+/// 20 ms. Gives up after ~30 ms (then fewer files count, which only makes
+/// the next sync send more).
+pub fn wait_a_tick(grants: &[&GrantedDir]) {
+    // Every clock read first: one tick then serves them all.
+    let before: Vec<_> = grants.iter().map(|g| probe(g)).collect();
+    for (grant, before) in grants.iter().zip(before) {
+        let Some((_, before)) = before else { continue };
+        for _ in 0..15 {
+            match probe(grant) {
+                Some((_, now)) if now > before => break,
+                Some(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+                None => break,
+            }
+        }
+    }
 }
 
 /// The filesystem's clock in `grant`: the device and ctime of a file made

@@ -259,9 +259,12 @@ pub fn land(
         }
         landed.push((grant, mapping, tokens));
     }
-    if landed.iter().any(|(_, _, t)| t.is_some()) {
-        keep::wait_a_tick();
-    }
+    let recorded: Vec<&GrantedDir> = landed
+        .iter()
+        .filter(|(_, _, t)| t.is_some())
+        .map(|(g, _, _)| *g)
+        .collect();
+    keep::wait_a_tick(&recorded);
     for ((grant, m, tokens), before) in landed.into_iter().zip(before) {
         let Some(tokens) = tokens else { continue };
         let facts = match before {

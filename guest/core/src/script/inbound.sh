@@ -385,8 +385,8 @@ _ss_landed() {
 # were left as they were: their facts stand.) Landing changed the ctimes
 # of what it linked or unlinked; by the time the clock is read that is
 # usually a tick ago. Where a landed file's last change is not, so it
-# would not count, the clock is read a tick later (20 ms) and the facts
-# once more.
+# would not count, the clock is read again once it has moved past the
+# first reading (_ss_tick) and the facts once more.
 _ss_recop() {
   [ "$_ss_rec" = 1 ] && [ -n "$_ss_pend" ] || { _ss_pend=; return 0; }
   # Nothing sent (an unchanged tree): nothing to record, no tick to wait.
@@ -397,12 +397,24 @@ _ss_recop() {
   [ -n "$_ss_n" ] || { _ss_pend=; return 0; }
   _ss_probe || { _ss_pend=; return 0; }
   if ! _ss_facts; then
-    sleep 0.02 2>/dev/null
-    _ss_probe || { _ss_pend=; return 0; }
+    _ss_tick || { _ss_pend=; return 0; }
     _ss_facts
   fi
   cat "$_ss_S/Fo" >>"$_ss_S/F" 2>/dev/null
   _ss_pend=
+}
+# Probes the clock (_ss_probe) until it reads later than the last probe:
+# a fine-grained (multigrain) clock at once, a coarse one within a tick
+# (4 ms at HZ=250, 10 at HZ=100); not a fixed 20 ms wait. False when the
+# probe fails, or the clock has not moved after ~25 tries.
+_ss_tick() {
+  _ss_was=$_ss_pct; _ss_i=0
+  while _ss_probe; do
+    [ "$_ss_pct" = "$_ss_was" ] || return 0
+    _ss_i=$((_ss_i + 1)); [ "$_ss_i" -le 25 ] || return 1
+    sleep 0.002 2>/dev/null
+  done
+  return 1
 }
 # The facts of what _ss_recop records, as of the probe, into Fo; false when
 # a landed file's identity does not lie before the probe yet.
