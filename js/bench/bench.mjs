@@ -270,7 +270,7 @@ provider.close();
 rmSync(base, { recursive: true, force: true });
 console.log(
   `Median of ${RUNS} interleaved runs after one untimed, local GNU sandbox (a child sh through localExec), component ${basename(SOURCE)}, trees in ${args.dir}; ` +
-    `the seed's module ${SEED ? `from ${args.seed}` : 'not given (--seed FILE)'}.\n`,
+    `the seed's module ${SEED ? `from ${basename(args.seed)}` : 'not given (--seed FILE)'}.\n`,
 );
 console.log('| workload | raw pipe | Rust CLI | seed module | JS package | JS / seed | JS / CLI |');
 console.log('|---|---|---|---|---|---|---|');

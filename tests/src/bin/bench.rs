@@ -1300,7 +1300,15 @@ fn report(
     node: Option<&str>,
 ) -> String {
     let mut s = String::new();
-    let cmdline: Vec<String> = std::env::args().collect();
+    // Paths under the working directory shown relative: no build
+    // machine's paths in the report.
+    let cwd = std::env::current_dir().unwrap_or_default();
+    let cmdline: Vec<String> = std::env::args()
+        .map(|a| match Path::new(&a).strip_prefix(&cwd) {
+            Ok(rel) if Path::new(&a).is_absolute() => rel.display().to_string(),
+            _ => a,
+        })
+        .collect();
     let _ = writeln!(s, "# Benchmarks\n");
     let _ = writeln!(s, "Reproduce: `just bench` (runs `{}`).", cmdline.join(" "));
     let _ = writeln!(s, "\nMachine: {} cores, Linux {}; sources and sandbox on tmpfs; local backend, host GNU userland; median of {} runs (min-max). Ratios are against `raw-pipe` (`tar -c | tar -x`, the physical limit) in the same run.\n",
