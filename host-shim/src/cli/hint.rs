@@ -13,9 +13,6 @@ pub(super) fn cause(e: &SyncError) -> Option<&'static str> {
 
 /// One line on what to check, for a sync on `backend` (its `name()`).
 pub(super) fn hint(e: &SyncError, backend: &str) -> &'static str {
-    if e.kind == ErrorKind::Transport {
-        return transport(e, backend);
-    }
     match e.kind {
         ErrorKind::Confinement => "the sandbox path must stay under --remote-dir (default: its parent directory), and no symlink may lead out of it",
         ErrorKind::InvalidRequest => "check that the source exists and is a file or directory",
