@@ -60,11 +60,6 @@ impl BackendFailure {
         BackendFailure(Arc::new(e))
     }
 
-    /// The error itself.
-    pub fn error(&self) -> &ExecError {
-        &self.0
-    }
-
     /// A stable name for what the backend said (`unauthorized`,
     /// `pod-not-found`, ...: `ToolboxError::code`, `KubeError::code`), where
     /// it is one of the typed ones.
@@ -76,6 +71,20 @@ impl BackendFailure {
         #[cfg(feature = "kube")]
         if let Some(k) = self.kube() {
             return Some(k.code());
+        }
+        None
+    }
+
+    /// What to check, where the backend's typed error says
+    /// (`ToolboxError::hint`, `KubeError::hint`).
+    pub fn hint(&self) -> Option<&'static str> {
+        #[cfg(feature = "daytona")]
+        if let Some(t) = self.toolbox() {
+            return t.hint();
+        }
+        #[cfg(feature = "kube")]
+        if let Some(k) = self.kube() {
+            return k.hint();
         }
         None
     }

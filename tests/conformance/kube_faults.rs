@@ -183,6 +183,37 @@ fn one_gib_through_a_slow_reader_keeps_host_memory_bounded() {
     );
 }
 
+/// A pod that is not there reaches the CLI as kube's typed error: the sync
+/// verb's one error line carries the hint for it, not a generic one.
+#[test]
+fn a_missing_pod_reaches_the_cli_typed() {
+    let sb = kube_sandbox(Protocol::V5);
+    let kubeconfig = sb.host.join("kubeconfig");
+    std::fs::write(&kubeconfig, server(&sb).kubeconfig()).unwrap();
+    let ops = serde_json::json!([{"operationId": "o", "files": [{"sourcePath": sb.write_host("a.txt", b"a"), "targetPath": sb.remote("a.txt"), "kind": "file"}]}]);
+    let ops_file = sb.host.join("ops.json");
+    std::fs::write(&ops_file, ops.to_string()).unwrap();
+    let out = std::process::Command::new(sandbox_sync_bin())
+        .args(["sync-in", "--backend", "kube", "--pod", "no-such-pod"])
+        .args(["--namespace", "sandboxes", "--container", "agent"])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--remote-dir")
+        .arg(&sb.remote)
+        .arg("--ops")
+        .arg(&ops_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("error[transport]: "), "{err}");
+    assert!(
+        err.contains("(hint: check the pod name and --namespace"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one error line: {err}");
+}
+
 /// The frames of one exec, read until the status frame, from a client
 /// that is not kube-rs: the server must behave as a kubelet to any client.
 mod raw {

@@ -25,19 +25,14 @@ pub(super) fn hint(e: &SyncError, backend: &str) -> &'static str {
     }
 }
 
+/// The backend's typed error's own hint, else the backend's general one.
 fn transport(e: &SyncError, backend: &str) -> &'static str {
-    match cause(e) {
-        Some("unauthorized") => "the Daytona toolbox refused DAYTONA_API_KEY: check the key and that it belongs to this sandbox's organization",
-        Some("no-sandbox") => "check the Daytona sandbox id and that the sandbox is started",
-        Some("timeout") => "the toolbox call ran out of time: raise --timeout-ms",
-        Some("pod-not-found") => "check the pod name and --namespace (or the kubeconfig context's namespace)",
-        Some("pod-not-running" | "container-not-running") => "the pod is not Running yet: wait for it, or check its events",
-        Some("container-missing" | "container-ambiguous") => "check --container against the pod's containers",
-        Some("kubeconfig") => "check your kubeconfig (--kubeconfig, KUBECONFIG) and its context",
-        _ => match backend {
+    e.cause
+        .as_ref()
+        .and_then(|c| c.hint())
+        .unwrap_or(match backend {
             "daytona" => "check --daytona-toolbox-url (or DAYTONA_API_URL), the sandbox id, and that the sandbox is started",
             "kube" => "check that the pod is Running, the container name, and your kubeconfig/context",
             _ => "check that the sandbox root exists and holds a working sh and tar",
-        },
-    }
+        })
 }

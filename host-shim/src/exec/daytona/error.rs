@@ -90,6 +90,17 @@ impl ToolboxError {
             ToolboxError::Transport(_) => "transport",
         }
     }
+
+    /// What a user should check, where this failure says more than the
+    /// backend's general hint.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            ToolboxError::Unauthorized(_) => Some("the Daytona toolbox refused DAYTONA_API_KEY: check the key and that it belongs to this sandbox's organization"),
+            ToolboxError::NoSandbox { .. } => Some("check the Daytona sandbox id and that the sandbox is started"),
+            ToolboxError::Timeout(_) => Some("the toolbox call ran out of time: raise --timeout-ms"),
+            _ => None,
+        }
+    }
 }
 
 /// `n` bytes as a person reads them (the caps are whole KiB or MiB).

@@ -166,6 +166,28 @@ impl KubeError {
         }
     }
 
+    /// What a user should check, where this failure says more than the
+    /// backend's general hint.
+    pub fn hint(&self) -> Option<&'static str> {
+        match self {
+            KubeError::PodNotFound { .. } => {
+                Some("check the pod name and --namespace (or the kubeconfig context's namespace)")
+            }
+            KubeError::PodNotRunning { .. } | KubeError::ContainerNotRunning { .. } => {
+                Some("the pod is not Running yet: wait for it, or check its events")
+            }
+            KubeError::ContainerMissing { .. } | KubeError::ContainerAmbiguous { .. } => {
+                Some("check --container against the pod's containers")
+            }
+            KubeError::ReadKubeconfig { .. }
+            | KubeError::LoadKubeconfig(_)
+            | KubeError::InferConfig(_) => {
+                Some("check your kubeconfig (--kubeconfig, KUBECONFIG) and its context")
+            }
+            _ => None,
+        }
+    }
+
     /// The `KubeError` inside an [`ExecError`] from this backend, if any.
     pub fn find(err: &ExecError) -> Option<&KubeError> {
         match err {
