@@ -115,18 +115,10 @@ fn parse_args() -> Result<Args> {
             }
             "--links" => a.links = parse_links(&val()?)?,
             "--link-runs" => a.link_runs = val()?.parse()?,
-            "--only" => {
-                a.only = Some(val()?.split(',').map(|s| s.trim().to_owned()).collect());
-            }
-            "--contenders" => {
-                a.contenders = Some(val()?.split(',').map(|s| s.trim().to_owned()).collect());
-            }
-            "--link-only" => {
-                a.link_only = Some(val()?.split(',').map(|s| s.trim().to_owned()).collect());
-            }
-            "--link-contenders" => {
-                a.link_contenders = Some(val()?.split(',').map(|s| s.trim().to_owned()).collect());
-            }
+            "--only" => a.only = Some(names(&val()?)),
+            "--contenders" => a.contenders = Some(names(&val()?)),
+            "--link-only" => a.link_only = Some(names(&val()?)),
+            "--link-contenders" => a.link_contenders = Some(names(&val()?)),
             "--node" => a.node = Some(val()?.into()),
             "--out" => a.out = val()?.into(),
             "--bin" => a.bin = val()?.into(),
@@ -135,6 +127,11 @@ fn parse_args() -> Result<Args> {
         }
     }
     Ok(a)
+}
+
+/// A comma-separated list of names (workloads, contenders).
+fn names(spec: &str) -> Vec<String> {
+    spec.split(',').map(|s| s.trim().to_owned()).collect()
 }
 
 /// `5,50` (MB/s); `none` or an empty string: no throttled links.
