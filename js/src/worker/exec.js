@@ -365,35 +365,27 @@ class Exec {
     const changed = (what) => ({ tag: 'source-changed', val: `${f.path} ${what} since it was planned` });
     if (!same(stat, f)) throw changed('changed');
     const size = Number(f.size);
-    let sent = 0;
-    if (!this.encoder && size < STDIN_BATCH / 2) {
-      // A small file is read straight into the stdin batch: one copy fewer.
+    // A small file is read straight into the stdin batch (one copy fewer);
+    // a big one, or any under an encoder, through one buffer for every file
+    // (queued bytes are copied: a small buffer each cost more than its read).
+    const direct = !this.encoder && size < STDIN_BATCH / 2;
+    if (direct) {
       if (this.batched + size > STDIN_BATCH) this.stdinFailed(() => this.flushStdin());
       this.batch ??= new Uint8Array(STDIN_BATCH);
-      while (sent < size) {
-        let n;
-        try {
-          n = readSync(fd, this.batch, this.batched, size - sent, sent);
-        } catch (e) {
-          throw { tag: 'read-failed', val: `${f.path}: ${e.message}` };
-        }
-        if (n === 0) throw changed('shrank');
-        this.batched += n;
-        sent += n;
-      }
+    } else {
+      this.readBuffer ??= new Uint8Array(FILE_CHUNK);
     }
-    // One buffer for every file (queued bytes are copied): a small one each cost more than its read.
-    this.readBuffer ??= new Uint8Array(FILE_CHUNK);
-    const buf = this.readBuffer;
-    while (sent < size) {
+    for (let sent = 0; sent < size; ) {
+      const [buf, at] = direct ? [this.batch, this.batched] : [this.readBuffer, 0];
       let n;
       try {
-        n = readSync(fd, buf, 0, Math.min(buf.length, size - sent), sent);
+        n = readSync(fd, buf, at, Math.min(buf.length - at, size - sent), sent);
       } catch (e) {
         throw { tag: 'read-failed', val: `${f.path}: ${e.message}` };
       }
       if (n === 0) throw changed('shrank');
-      this.put(buf.subarray(0, n));
+      if (direct) this.batched += n;
+      else this.put(buf.subarray(0, n));
       sent += n;
     }
     // The handle that was read must still be the planned file.
