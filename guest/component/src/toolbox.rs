@@ -43,34 +43,75 @@ pub struct Ran {
 /// `transport` when the toolbox failed to run it or to answer;
 /// `limit-exceeded` for more output than a program of ours prints.
 pub fn run(command: &str, sep: &str, timeout_ms: u64, max_stderr: u64) -> Result<Ran, SyncError> {
+    start(command, sep, timeout_ms, max_stderr)?.wait()
+}
+
+/// A command the sandbox runs while the component goes on (a report runs
+/// while the host walks its side); [`Started::wait`] takes its output.
+pub struct Started {
+    exec: Execution,
+    sep: String,
+    max_stderr: u64,
+}
+
+/// Starts `command` (built with separator `sep`).
+///
+/// # Errors
+/// `transport` when the toolbox failed to start it.
+pub fn start(
+    command: &str,
+    sep: &str,
+    timeout_ms: u64,
+    max_stderr: u64,
+) -> Result<Started, SyncError> {
     let exec = sandbox_toolbox::run(command, options(timeout_ms, max_stderr))
         .map_err(|e| SyncError::Transport(format!("failed to run the sync command: {e}")))?;
-    let mut output = Vec::new();
-    if let Ok(stdout) = exec.stdout() {
-        while let Ok(chunk) = stdout.blocking_read(64 << 10) {
-            if output.len() + chunk.len() > MAX_OUTPUT {
-                exec.abort();
-                return Err(SyncError::LimitExceeded(format!(
-                    "the sandbox's command printed more than {} MiB",
-                    MAX_OUTPUT >> 20
-                )));
-            }
-            output.extend_from_slice(&chunk);
-        }
-    }
-    let mut status = exec
-        .finish()
-        .map_err(|e| SyncError::Transport(format!("the sync command failed: {e}")))?;
-    let split = split_output(&output, sep);
-    // Past the cap it fails closed, as a streaming exec does.
-    let cap = usize::try_from(max_stderr).unwrap_or(usize::MAX);
-    status.stderr_truncated = split.stderr.len() > cap;
-    status.stderr = split.stderr[split.stderr.len().saturating_sub(cap)..].to_vec();
-    take_degraded(&mut status);
-    Ok(Ran {
-        stdout: split.stdout.to_vec(),
-        status,
+    Ok(Started {
+        exec,
+        sep: sep.to_owned(),
+        max_stderr,
     })
+}
+
+impl Started {
+    /// Waits for the command to end and splits its output.
+    ///
+    /// # Errors
+    /// `transport` when the toolbox failed to run it or to answer;
+    /// `limit-exceeded` for more output than a program of ours prints.
+    pub fn wait(self) -> Result<Ran, SyncError> {
+        let Started {
+            exec,
+            sep,
+            max_stderr,
+        } = self;
+        let mut output = Vec::new();
+        if let Ok(stdout) = exec.stdout() {
+            while let Ok(chunk) = stdout.blocking_read(64 << 10) {
+                if output.len() + chunk.len() > MAX_OUTPUT {
+                    exec.abort();
+                    return Err(SyncError::LimitExceeded(format!(
+                        "the sandbox's command printed more than {} MiB",
+                        MAX_OUTPUT >> 20
+                    )));
+                }
+                output.extend_from_slice(&chunk);
+            }
+        }
+        let mut status = exec
+            .finish()
+            .map_err(|e| SyncError::Transport(format!("the sync command failed: {e}")))?;
+        let split = split_output(&output, &sep);
+        // Past the cap it fails closed, as a streaming exec does.
+        let cap = usize::try_from(max_stderr).unwrap_or(usize::MAX);
+        status.stderr_truncated = split.stderr.len() > cap;
+        status.stderr = split.stderr[split.stderr.len().saturating_sub(cap)..].to_vec();
+        take_degraded(&mut status);
+        Ok(Ran {
+            stdout: split.stdout.to_vec(),
+            status,
+        })
+    }
 }
 
 /// Runs `program` as it is (inline), to completion.
@@ -79,9 +120,22 @@ pub fn run(command: &str, sep: &str, timeout_ms: u64, max_stderr: u64) -> Result
 /// `transport` when the toolbox failed to run it or to answer;
 /// `invalid-request` for a program that cannot be quoted.
 pub fn run_program(program: &str, timeout_ms: u64, max_stderr: u64) -> Result<Ran, SyncError> {
+    start_program(program, timeout_ms, max_stderr)?.wait()
+}
+
+/// Starts `program` as it is (inline); see [`Started`].
+///
+/// # Errors
+/// `transport` when the toolbox failed to start it; `invalid-request` for
+/// a program that cannot be quoted.
+pub fn start_program(
+    program: &str,
+    timeout_ms: u64,
+    max_stderr: u64,
+) -> Result<Started, SyncError> {
     let sep = separator();
     let command = wrapper::plain(Program::Inline(program), &sep, max_stderr)?;
-    run(&command, &sep, timeout_ms, max_stderr)
+    start(&command, &sep, timeout_ms, max_stderr)
 }
 
 /// Why writing an upload's body stopped.

@@ -92,6 +92,8 @@ pub fn exchange(
     facts: &HashMap<usize, Facts>,
     max_files: u64,
 ) -> Result<Keeping, SyncError> {
+    // The host's side is walked while the sandbox lists its own.
+    let walked = prewalk(listed, targets, mappings)?;
     let mut listings = Vec::with_capacity(listed.len());
     let mut room = usize::try_from(max_files).unwrap_or(usize::MAX);
     // MAX_LISTING bounds all the listings together, inflated.
@@ -137,7 +139,7 @@ pub fn exchange(
         room -= files.len();
         listings.push((k, files));
     }
-    let (answer, keeping) = decide(listings, targets, mappings, facts)?;
+    let (answer, keeping) = decide(listings, targets, mappings, facts, walked)?;
     io::write_all(stdin, &answer)
         .and_then(|()| io::flush(stdin))
         .map_err(|e| SyncError::Transport(format!("failed to send the keep lists: {e}")))?;
@@ -156,7 +158,8 @@ pub fn too_many(e: TooManyListed) -> SyncError {
 /// and the host's facts of it (`facts`, per mapping): the
 /// answer the program reads (per listing a length line, then that many
 /// bytes of `<first> <last>` lines: the ascending ranges of the listing's
-/// lines whose files to leave out), and what that keeps.
+/// lines whose files to leave out), and what that keeps. A directory
+/// target [`prewalk`] walked is not walked again.
 ///
 /// # Errors
 /// More listed files, all listings together, than `max_files`; a host
@@ -166,6 +169,7 @@ pub fn decide(
     targets: &[&GrantedDir],
     mappings: &[Mapping<'_>],
     facts: &HashMap<usize, Facts>,
+    mut walked: Prewalked,
 ) -> Result<(Vec<u8>, Keeping), SyncError> {
     let mut keeping = Keeping::default();
     let mut answer = Vec::new();
@@ -176,7 +180,10 @@ pub fn decide(
         let facts = facts.get(&k).unwrap_or(&none);
         let held = match m.kind {
             MappingKind::Directory => {
-                let (files, all) = held(targets[k], &listed, &m.target_path)?;
+                let (files, all) = match walked.remove(&k) {
+                    Some(w) => w.join(&listed),
+                    None => held(targets[k], &listed, &m.target_path)?,
+                };
                 if let Some(all) = all {
                     keeping.held.insert(k, all);
                 }
@@ -246,32 +253,110 @@ fn held_file(parent: &GrantedDir, listed: &Named, target: &str) -> Result<Found,
     Ok(vec![("f".to_owned(), t, e)])
 }
 
+/// Directory targets walked before their listings arrived, by mapping.
+pub type Prewalked = HashMap<usize, Walk>;
+
+/// The most entries a walk ahead of the listing holds per target; a
+/// bigger target is walked once its listing came, for the listed paths
+/// alone.
+const PREWALK_MAX: usize = 200_000;
+
+/// Walks the directory targets of `listed` (mapping indices) ahead of
+/// their listings, so the host's walk runs while the sandbox lists (on a
+/// stream, or in a toolbox report command). A target past
+/// [`PREWALK_MAX`] entries is left out.
+///
+/// # Errors
+/// A host walk failure.
+pub fn prewalk(
+    listed: &[usize],
+    targets: &[&GrantedDir],
+    mappings: &[Mapping<'_>],
+) -> Result<Prewalked, SyncError> {
+    let mut walked = HashMap::new();
+    for &k in listed {
+        let m = mappings[k].spec;
+        if m.kind != MappingKind::Directory {
+            continue;
+        }
+        if let Some(w) = walk(targets[k], &m.target_path, None)? {
+            walked.insert(k, w);
+        }
+    }
+    Ok(walked)
+}
+
+/// What a walk of a target found: its regular files on the grant's own
+/// filesystem (a kept file is hard-linked), all it holds (see [`Held`];
+/// `None` where a mount inside leaves that unknown), and how many entries
+/// it met.
+pub struct Walk {
+    files: Vec<(String, DirEntryChange)>,
+    held: Option<Held>,
+    entries: usize,
+}
+
+impl Walk {
+    /// The walked files at paths `listed` names, and what the target
+    /// holds, within the bound [`held`] keeps (past it, unknown).
+    fn join(self, listed: &Named) -> (Found, Option<Held>) {
+        let held = self.held.filter(|_| self.entries < stock_bound(listed));
+        let found = self
+            .files
+            .into_iter()
+            .filter_map(|(path, e)| listed.get(&path).map(|l| (path, l, e)))
+            .collect();
+        (found, held)
+    }
+}
+
+/// Past this many entries, a walk for `listed` stops taking stock of what
+/// the target holds: twice the files it lists, and 10,000 more.
+fn stock_bound(listed: &Named) -> usize {
+    listed.len().saturating_mul(2).saturating_add(10_000)
+}
+
 /// The regular files of `grant` (the target) at paths `listed` names, on
-/// the grant's own filesystem (a kept file is hard-linked), and all the
-/// target holds (see [`Held`]): a walk that never follows a symlink nor
-/// enters another filesystem (a mount inside leaves what it holds
-/// unknown). Past a bound on what a tree the sandbox listed can hold
-/// (twice its files and 10,000 more) it stops taking stock (`None`).
+/// the grant's own filesystem, and all the target holds, within
+/// [`stock_bound`].
 fn held(
     grant: &GrantedDir,
     listed: &Named,
     target: &str,
 ) -> Result<(Found, Option<Held>), SyncError> {
+    let walk = walk(grant, target, Some(listed))?;
+    Ok(walk.map(|w| w.join(listed)).unwrap_or_default())
+}
+
+/// Walks `grant` (the target), never following a symlink nor entering
+/// another filesystem. With `listed` it keeps only the files at paths it
+/// names and stops taking stock past [`stock_bound`] (it always answers);
+/// without, it keeps every file and gives up (`None`) past
+/// [`PREWALK_MAX`] entries.
+fn walk(
+    grant: &GrantedDir,
+    target: &str,
+    listed: Option<&Named>,
+) -> Result<Option<Walk>, SyncError> {
     let device = grant
         .stat_change("", false)
         .map_err(|e| fs("stat", target, e))?
         .metadata
         .device;
-    let mut room = listed.len().saturating_mul(2).saturating_add(10_000);
+    let bound = listed.map_or(PREWALK_MAX, stock_bound);
+    let mut seen = 0usize;
     let mut all = Some(Held::default());
-    let mut out = Vec::new();
+    let mut files = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
         let entries = grant
             .read_dir_change(&dir)
             .map_err(|e| fs("list", &format!("{target}/{dir}"), e))?;
-        room = room.saturating_sub(entries.len());
-        if room == 0 {
+        seen = seen.saturating_add(entries.len());
+        if seen >= bound {
+            if listed.is_none() {
+                return Ok(None);
+            }
             all = None;
         }
         for e in entries {
@@ -296,16 +381,20 @@ fn held(
             match m.kind {
                 EntryKind::Directory if m.device == device => stack.push(path),
                 EntryKind::Directory => all = None,
-                EntryKind::File if m.device == device => {
-                    if let Some(l) = listed.get(&path) {
-                        out.push((path, l, e));
-                    }
+                EntryKind::File
+                    if m.device == device && listed.is_none_or(|l| l.get(&path).is_some()) =>
+                {
+                    files.push((path, e));
                 }
                 _ => {}
             }
         }
     }
-    Ok((out, all))
+    Ok(Some(Walk {
+        files,
+        held: all,
+        entries: seen,
+    }))
 }
 
 /// `name` in `dir` of a walk (`""`: its top), as a path from the top.

@@ -7,10 +7,14 @@
 //! crosses the wire as it streams.
 //!
 //! Incremental, a command cannot take the host's answer while it runs, so
-//! the listings come first, from a report command of their own: the host
-//! judges them as on a stream (see [`keep`](super::keep)) and the program
-//! carries its answer in its own text.
+//! the listings come first, from a report command of their own (the host
+//! walks its targets meanwhile): the host judges them as on a stream (see
+//! [`keep`](super::keep)) and the program carries its answer in its own
+//! text.
 
+use std::collections::HashMap;
+
+use sandbox_sync_core::incremental::Facts;
 use sandbox_sync_core::outcome::{conclude_outbound, Producer};
 use sandbox_sync_core::script::parse_outbound_report;
 use sandbox_sync_core::script::toolbox::{self as wrapper, Program, INLINE_MAX};
@@ -22,11 +26,12 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::codec;
 use sandbox_sync_driver::errors::{ended, exit, from_status};
 use sandbox_sync_driver::io;
+use sandbox_sync_driver::request::Mapping;
 
-use super::keep::{self, decide};
+use super::keep::{self, decide, Keeping};
 use super::plan::{prepare, Prepared};
 use super::receive::{how_read, land, Channel, Receiver};
-use crate::toolbox::{self, UploadStopped};
+use crate::toolbox::{self, Ran, UploadStopped};
 
 pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let Prepared {
@@ -40,53 +45,32 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         program,
     } = prepare(req, targets, codec::incremental())?;
     let limits = &req.limits;
-    // The report's listings, which the program takes over.
-    let report_scratch = sandbox_sync_driver::scratch::fresh();
-    let (text, decided) = match program.report_program(&report_scratch)? {
-        None => (text, None),
-        Some(report) => {
-            let ran = toolbox::run_program(&report, limits.timeout_ms, limits.max_stderr_bytes)?;
-            let listings = exit(&ran.status)
-                .succeeded()
-                .then(|| {
-                    parse_outbound_report(
-                        &ran.stdout,
-                        keep::MAX_LISTING,
-                        usize::try_from(limits.max_entries).unwrap_or(usize::MAX),
-                    )
-                })
-                .filter(|l| l.iter().map(|x| x.0).eq(listed.iter().copied()));
-            match listings {
-                Some(listings) => {
-                    let mut named = Vec::with_capacity(listings.len());
-                    for (k, files) in listings {
-                        named.push((k, files.map_err(keep::too_many)?));
-                    }
-                    let (answer, keeping) = decide(named, targets, &mappings, &facts)?;
-                    (
-                        program.finish_answered(&answer, &report_scratch)?,
-                        Some(keeping),
-                    )
-                }
-                // Nothing known (a source that does not exist yet, say):
-                // nothing kept, nothing recorded; the program says what
-                // is wrong.
-                None => {
-                    let answer = "0\n".repeat(listed.len());
-                    (
-                        program.finish_answered(answer.as_bytes(), &report_scratch)?,
-                        Some(Default::default()),
-                    )
-                }
-            }
-        }
-    };
     let base = root.trim_end_matches('/');
     let out = format!("{base}/{scratch}.out");
     let program_file = format!("{base}/{scratch}.sh");
-    // The report's scratch, which the program takes over once it runs, and
-    // what else the program is given: removed here where it may not run.
+    // The report's listings, which the program takes over once it runs:
+    // removed here where it may not run.
+    let report_scratch = sandbox_sync_driver::scratch::fresh();
     let handed = format!("{base}/{report_scratch}");
+    let (text, decided) = match program.report_program(&report_scratch)? {
+        None => (text, None),
+        Some(report) => {
+            let started =
+                toolbox::start_program(&report, limits.timeout_ms, limits.max_stderr_bytes)?;
+            // The host's side is walked while the sandbox lists its own.
+            let walked = keep::prewalk(&listed, targets, &mappings);
+            let answered = started.wait().and_then(|ran| {
+                let keeping = judge(req, &ran, walked?, targets, &mappings, &listed, &facts)?;
+                let answer = match &keeping {
+                    Some((answer, _)) => answer.clone(),
+                    None => "0\n".repeat(listed.len()).into_bytes(),
+                };
+                let text = program.finish_answered(&answer, &report_scratch)?;
+                Ok((text, Some(keeping.map(|k| k.1).unwrap_or_default())))
+            });
+            answered.inspect_err(|_| toolbox::remove(&[handed.as_str()], limits.timeout_ms))?
+        }
+    };
     let mut given = vec![out.as_str(), program_file.as_str()];
     given.extend(decided.as_ref().map(|_| handed.as_str()));
     // A program too long to be one argument is uploaded first.
@@ -160,4 +144,40 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         limits.timeout_ms,
     );
     land(results, staged)
+}
+
+/// The host's answer to the report `ran` and what it keeps, judged against
+/// the targets (walked while it ran); `None` where it told nothing (a
+/// source that does not exist yet, say: nothing kept, nothing recorded,
+/// and the program says what is wrong).
+///
+/// # Errors
+/// More listed files than `--max-entries`; a host walk failure.
+fn judge(
+    req: &SyncRequest,
+    ran: &Ran,
+    walked: keep::Prewalked,
+    targets: &[&GrantedDir],
+    mappings: &[Mapping<'_>],
+    listed: &[usize],
+    facts: &HashMap<usize, Facts>,
+) -> Result<Option<(Vec<u8>, Keeping)>, SyncError> {
+    let listings = exit(&ran.status)
+        .succeeded()
+        .then(|| {
+            parse_outbound_report(
+                &ran.stdout,
+                keep::MAX_LISTING,
+                usize::try_from(req.limits.max_entries).unwrap_or(usize::MAX),
+            )
+        })
+        .filter(|l| l.iter().map(|x| x.0).eq(listed.iter().copied()));
+    let Some(listings) = listings else {
+        return Ok(None);
+    };
+    let mut named = Vec::with_capacity(listings.len());
+    for (k, files) in listings {
+        named.push((k, files.map_err(keep::too_many)?));
+    }
+    decide(named, targets, mappings, facts, walked).map(Some)
 }

@@ -60,6 +60,7 @@ impl Control for TaskControl {
                     Ok(Err(e)) => Err(ToolboxError::Transport(e.to_string())),
                 };
                 tracing::debug!(
+                    call = self.call,
                     timeout_ms = self.timeout.as_millis() as u64,
                     ?ended,
                     "toolbox call ended"
