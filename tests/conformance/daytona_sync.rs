@@ -341,6 +341,39 @@ fn a_big_resync_sends_only_what_changed(u: Env) {
     assert_same_tree(&sb.host.join("ws"), &sb.remote_on_host("ws"));
 }
 
+/// The report of a big re-sync starts once the walk has found enough to
+/// send, while the rest is walked: a walk that fails after it started (a
+/// name the host cannot hand on, not UTF-8) fails the sync typed, lands
+/// nothing, and takes the report's scratch along.
+fn a_walk_failing_after_the_report_leaves_nothing(u: Env) {
+    use std::os::unix::ffi::OsStrExt;
+    let sb = Sandbox::new(u);
+    // Walked first (in name order), and more than a step of the walk.
+    for i in 0..40 {
+        sb.write_host(&format!("ws/a/f{i}.bin"), &incompressible(64 << 10));
+    }
+    let bad = sb.host.join("ws/z");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join(std::ffi::OsStr::from_bytes(b"bad-\xff.bin")), b"x").unwrap();
+    let ops = [op("o", vec![dir(sb.host.join("ws"), sb.remote("ws"))])];
+    let mut opts = sb.options();
+    opts.incremental = true;
+    let err = sb.sync_in_with(&ops, &opts).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::InvalidRequest, "{}", err.error);
+    assert!(err.error.message.contains("UTF-8"), "{}", err.error);
+    // The report ran (it started before the walk met the name), and its
+    // scratch was removed with the toolbox's delete.
+    let calls = server(&sb).calls();
+    assert_eq!(
+        calls.first().map(String::as_str),
+        Some("POST /process/execute"),
+        "{calls:?}"
+    );
+    assert!(calls.iter().any(|c| c.starts_with("DELETE")), "{calls:?}");
+    assert!(!sb.remote_on_host("ws").exists());
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 /// A provider without the `toolbox` capability (the base64 fallback) is
 /// refused on a Daytona sandbox before anything moves.
 #[test]
@@ -446,6 +479,7 @@ for_each_userland!(
     an_unchanged_resync_out_moves_almost_nothing,
     a_long_outbound_program_is_uploaded_first,
     a_big_resync_sends_only_what_changed,
+    a_walk_failing_after_the_report_leaves_nothing,
     sync_out_is_a_command_and_a_download,
     refusals_are_typed,
     failing_statuses_fail_typed,

@@ -9,8 +9,9 @@
 //! The program cannot report before the host answers: a command takes no
 //! stdin. So where keeping files could pay (incremental, and at least
 //! [`REPORT_MIN_BYTES`] to send), a first command runs the report alone
-//! (what the targets hold, which codecs the sandbox has) and the archive
-//! leaves out what they hold: three calls. Otherwise nothing is kept, and
+//! (what the targets hold, which codecs the sandbox has), started as soon
+//! as the walk has found that much and run while the walk goes on, and
+//! the archive leaves out what they hold: three calls. Otherwise nothing is kept, and
 //! the codec is chosen blind: gzip, which nearly every image has. A
 //! sandbox without it exits `NO_CODEC` before reading anything, and the
 //! call is made once more, plain.
@@ -37,6 +38,9 @@ use crate::toolbox::{self, Ran, UploadStopped};
 /// 5 MB/s, about what that round trip and its listing cost).
 pub const REPORT_MIN_BYTES: u64 = 1 << 20;
 
+/// Members walked between two looks at whether the report pays yet.
+const WALK_STEP: usize = 32;
+
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     let walked_at = io::now();
     let (mut plan, unfinished) = prepare(req, sources, codec::incremental())?;
@@ -49,15 +53,47 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
         None => unfinished.finish()?,
     };
     // The whole archive is planned first: its length goes in the answer.
+    // The report starts as soon as the walk has found enough to send for
+    // it to pay, and runs while the rest is walked.
+    let may_report = report_program.as_deref().filter(|_| plan.commit.is_some());
+    let handed = format!("{}/{report_scratch}", plan.root.trim_end_matches('/'));
     let mut walker = Walker::new(std::mem::take(&mut plan.walks));
-    let walked = walker.fill(&mut plan.members, usize::MAX);
+    let mut started = None;
+    let walked = loop {
+        let done = match walker.fill(&mut plan.members, WALK_STEP) {
+            Ok(done) => done,
+            Err(e) => break Err(e),
+        };
+        if let Some(p) = may_report.filter(|_| started.is_none()) {
+            if plan.members_len() >= REPORT_MIN_BYTES {
+                started = Some(toolbox::start_program(
+                    p,
+                    req.limits.timeout_ms,
+                    req.limits.max_stderr_bytes,
+                )?);
+            }
+        }
+        if done {
+            break Ok(());
+        }
+    };
     walker.count_into(&mut plan.results);
+    let reported = started.map(|s| {
+        let reported = s.wait().map(|ran| read_report(&ran));
+        if walked.is_err() || reported.is_err() {
+            toolbox::remove(&[handed.as_str()], req.limits.timeout_ms);
+        }
+        reported
+    });
     walked?;
-    let reports = report_program
-        .as_deref()
-        .filter(|_| plan.commit.is_some() && plan.members_len() >= REPORT_MIN_BYTES);
-    let (caps, listing) = match reports {
-        Some(p) => report(req, p)?,
+    // The report's listings, removed wherever the program may not have run.
+    let handed: Vec<&str> = reported
+        .as_ref()
+        .map(|_| handed.as_str())
+        .into_iter()
+        .collect();
+    let (caps, listing) = match reported {
+        Some(r) => r?,
         None => (None, Listing::default()),
     };
     // Without a report the sandbox's tools are unknown: the tokens go
@@ -86,10 +122,6 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
         (true, None) => &[Some(Codec::Gzip), None],
     };
     let upload = format!("{}/{}.in", plan.root.trim_end_matches('/'), plan.scratch);
-    // The report's listings (removed here when the program may not have
-    // run).
-    let handed = format!("{}/{report_scratch}", plan.root.trim_end_matches('/'));
-    let handed: Vec<&str> = reports.map(|_| handed.as_str()).into_iter().collect();
     let mut ran = None;
     for &chosen in tries {
         let archive = plan.commit.as_ref().map(|commit| Archive {
@@ -132,24 +164,19 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     Ok(results)
 }
 
-/// Runs the report alone: what the targets hold and which codecs the
-/// sandbox has. A report that failed (a remote dir that does not exist
+/// What the report `ran` says: what the targets hold and which codecs
+/// the sandbox has. A report that failed (a remote dir that does not exist
 /// yet, say) means nothing is known, and the program itself will say what
 /// is wrong.
-///
-/// # Errors
-/// The toolbox's failure to run it, or more output than a report prints.
-fn report(req: &SyncRequest, program: &str) -> Result<(Option<Caps>, Listing), SyncError> {
-    let limits = &req.limits;
-    let ran = toolbox::run_program(program, limits.timeout_ms, limits.max_stderr_bytes)?;
+fn read_report(ran: &Ran) -> (Option<Caps>, Listing) {
     let reported = exit(&ran.status)
         .succeeded()
         .then(|| parse_report(&ran.stdout))
         .flatten();
-    Ok(match reported {
+    match reported {
         Some((caps, listing)) => (Some(caps), listing),
         None => (None, Listing::default()),
-    })
+    }
 }
 
 /// One upload (the program, then the answer and `archive`, compressed with
