@@ -202,10 +202,13 @@ _ss_pin "$_ss_S" 9
 _ss_adopt() {
   _ss_a="$_ss_root/$1"
   [ -d "$_ss_a" ] && [ ! -L "$_ss_a" ] || return 0
+  set --
   for _ss_e in "$_ss_a"/*; do
     # Not its pid: this scratch dir names this program.
-    [ "${_ss_e##*/}" != pid ] && [ -f "$_ss_e" ] && [ ! -L "$_ss_e" ] && mv -f "$_ss_e" "$_ss_S/"
+    [ "${_ss_e##*/}" != pid ] && [ -f "$_ss_e" ] && [ ! -L "$_ss_e" ] && set -- "$@" "$_ss_e"
   done
+  # One mv for them all: a process each cost a millisecond apiece.
+  [ $# -eq 0 ] || mv -f -- "$@" "$_ss_S/"
   _ss_rmtree "$_ss_a"
 }
 # The transport codecs this sandbox can run, each after a space: none
