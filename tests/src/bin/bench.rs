@@ -23,7 +23,10 @@
 //! Throttled links (`--links`): per rate, a second in-process exec endpoint
 //! paces stdin and stdout to that many MB/s and answers each exec upgrade
 //! 50 ms late; `tar-stream-kube` runs over it with each `--compress` mode
-//! (`none`, `gzip`, `zstd`, `auto`). Big single files shrink to 64 MiB there
+//! (`none`, `gzip`, `zstd`, `auto`), as does `tar-stream-kube-busybox-*`
+//! (`gzip`, `auto`) against a BusyBox pod (only `busybox-static`'s applets
+//! on its execs' PATH), and the Daytona contenders against a fake toolbox
+//! behind the same kind of link. Big single files shrink to 64 MiB there
 //! (16 MiB with `--quick`), and W4 is left out.
 //!
 //! Usage: `sandbox-sync-bench [--quick] [--runs N] [--latency 0,50]
@@ -41,7 +44,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use sandbox_sync_tests::daytona_server::ToolboxServer;
-use sandbox_sync_tests::k8s_server::{Faults, HostCommands, K8sExecServer, ServerConfig};
+use sandbox_sync_tests::k8s_server::{
+    CommandFactory, Faults, HostCommands, K8sExecServer, ServerConfig,
+};
 use sandbox_sync_tests::Rng;
 
 /// The pod the in-process Kubernetes exec endpoint serves.
@@ -1017,9 +1022,18 @@ struct Link {
     rate: u64,
     server: K8sExecServer,
     kubeconfig: PathBuf,
+    /// The same endpoint in front of a BusyBox pod, where it runs.
+    busybox: Option<(K8sExecServer, PathBuf)>,
     /// A fake Daytona toolbox behind the same link.
     toolbox: ToolboxServer,
 }
+
+/// The BusyBox pod's contenders on a throttled link (see
+/// [`busybox_commands`]), with their `--compress` mode.
+const LINK_BUSYBOX: [(&str, &str); 2] = [
+    ("tar-stream-kube-busybox-gzip", "gzip"),
+    ("tar-stream-kube-busybox-auto", "auto"),
+];
 
 /// The Daytona contenders on a throttled link, with their `--compress` mode.
 const LINK_DAYTONA: [(&str, &str); 2] = [
@@ -1027,18 +1041,49 @@ const LINK_DAYTONA: [(&str, &str); 2] = [
     ("tar-stream-daytona-auto", "auto"),
 ];
 
-/// Starts an exec endpoint with `faults`; writes its kubeconfig as `name`.
+/// Starts an exec endpoint with `faults` whose execs `commands` runs;
+/// writes its kubeconfig as `name`.
 fn endpoint(
     a: &Args,
     rt: &tokio::runtime::Runtime,
     name: &str,
     faults: Faults,
+    commands: impl CommandFactory,
 ) -> Result<(K8sExecServer, PathBuf)> {
-    let config = ServerConfig::new(KUBE_NS, KUBE_POD, "agent", HostCommands).faults(faults);
+    let config = ServerConfig::new(KUBE_NS, KUBE_POD, "agent", commands).faults(faults);
     let server = rt.block_on(K8sExecServer::start(config))?;
     let kubeconfig = a.work.join(name);
     std::fs::write(&kubeconfig, server.kubeconfig())?;
     Ok((server, kubeconfig))
+}
+
+/// A pod whose userland is BusyBox (Debian's busybox-static): its execs run
+/// with only BusyBox's applets on the PATH, linked into `a.work` once, so
+/// every tool the program runs (sh, tar, find, stat, head, gzip, ...) is
+/// BusyBox's. `None` without busybox.
+fn busybox_commands(a: &Args) -> Result<Option<impl CommandFactory>> {
+    let busybox = Path::new("/bin/busybox");
+    if !busybox.exists() {
+        return Ok(None);
+    }
+    let bin = a.work.join("busybox-bin");
+    std::fs::create_dir_all(&bin)?;
+    let list = Command::new(busybox).arg("--list").output()?;
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        let link = bin.join(applet);
+        if !link.exists() {
+            std::os::unix::fs::symlink(busybox, link)?;
+        }
+    }
+    Ok(Some(move |argv: &[String]| {
+        let (program, args) = argv
+            .split_first()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv"))?;
+        // A PATH set for the child is the one its program is looked up in.
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(args).env("PATH", &bin);
+        Ok(cmd)
+    }))
 }
 
 /// Keeps the workloads `--only` names; refuses a name that is none.
@@ -1093,7 +1138,16 @@ fn main() -> Result<()> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    let (server, kubeconfig) = endpoint(&a, &rt, "kubeconfig", Faults::default())?;
+    let (server, kubeconfig) = endpoint(&a, &rt, "kubeconfig", Faults::default(), HostCommands)?;
+    let busybox = if LINK_BUSYBOX.iter().any(|(name, _)| on_links(&a, name)) {
+        let commands = busybox_commands(&a)?;
+        if commands.is_none() {
+            eprintln!("no /bin/busybox: the BusyBox pod's rows are left out (apt-get install busybox-static)");
+        }
+        commands.map(std::sync::Arc::new)
+    } else {
+        None
+    };
     let toolbox = rt.block_on(ToolboxServer::start(
         std::sync::Arc::new(sandbox_sync_host::exec::local::LocalBackend::host()),
         "sbx-bench",
@@ -1107,7 +1161,26 @@ fn main() -> Result<()> {
             exec_latency: Some(Duration::from_millis(LINK_EXEC_LATENCY_MS)),
             ..Faults::default()
         };
-        let (server, kubeconfig) = endpoint(&a, &rt, &format!("kubeconfig-{rate}mbps"), faults)?;
+        let (server, kubeconfig) = endpoint(
+            &a,
+            &rt,
+            &format!("kubeconfig-{rate}mbps"),
+            faults.clone(),
+            HostCommands,
+        )?;
+        let busybox = match &busybox {
+            Some(commands) => {
+                let commands = commands.clone();
+                Some(endpoint(
+                    &a,
+                    &rt,
+                    &format!("kubeconfig-{rate}mbps-busybox"),
+                    faults,
+                    move |argv: &[String]| commands.command(argv),
+                )?)
+            }
+            None => None,
+        };
         let toolbox = rt.block_on(ToolboxServer::start(
             std::sync::Arc::new(sandbox_sync_host::exec::local::LocalBackend::host()),
             "sbx-bench-link",
@@ -1124,6 +1197,7 @@ fn main() -> Result<()> {
             rate,
             server,
             kubeconfig,
+            busybox,
             toolbox,
         });
     }
@@ -1216,6 +1290,21 @@ fn main() -> Result<()> {
                 let kube = Variant::Kube {
                     server: &link.server,
                     kubeconfig: &link.kubeconfig,
+                    compress: Some(compress),
+                };
+                let run = |wipe| run_component(&a, w, 0, kube, wipe);
+                let at = (LINK_EXEC_LATENCY_MS, Some(link.rate));
+                rows.push(bench_row(w, name, at, a.link_runs, &run)?);
+            }
+            for (name, compress) in LINK_BUSYBOX {
+                let Some((server, kubeconfig)) =
+                    link.busybox.as_ref().filter(|_| on_links(&a, name))
+                else {
+                    continue;
+                };
+                let kube = Variant::Kube {
+                    server,
+                    kubeconfig,
                     compress: Some(compress),
                 };
                 let run = |wipe| run_component(&a, w, 0, kube, wipe);
@@ -1509,11 +1598,17 @@ fn targets(
     let _ = writeln!(s);
 }
 
-/// Issue 23's targets on each link: an unchanged re-sync under 5% of a full
-/// compressed sync, a 1%-edited one under 10%, both ways, per contender.
+/// Issue 23's targets on each link (issue 27's for the BusyBox pod): an
+/// unchanged re-sync under 5% of a full compressed sync, a 1%-edited one
+/// under 10%, both ways, per contender.
 fn incremental_targets(s: &mut String, a: &Args, rows: &[Row]) {
     for &rate in &a.links {
-        for contender in ["tar-stream-kube-auto", "tar-stream-daytona-auto"] {
+        for contender in [
+            "tar-stream-kube-auto",
+            "tar-stream-kube-busybox-gzip",
+            "tar-stream-kube-busybox-auto",
+            "tar-stream-daytona-auto",
+        ] {
             let med = |w: &str| {
                 rows.iter()
                     .find(|r| r.link == Some(rate) && r.workload == w && r.contender == contender)
@@ -1553,7 +1648,7 @@ fn link_report(s: &mut String, a: &Args, workloads: &[Workload], rows: &[Row]) {
         .map(|n| n.get())
         .unwrap_or(0);
     let _ = writeln!(s, "## Throttled API-server links\n");
-    let _ = writeln!(s, "Link model: a second in-process exec endpoint per link paces each exec's stdin (client -> process) and stdout (process -> client) to the link's rate, each direction on its own (stream payload; a token bucket with 50 ms of burst), and answers every exec upgrade {LINK_EXEC_LATENCY_MS} ms late (the API server's and the kubelet's round trips; the pod GET is not delayed). There is no per-window RTT and no loss. All of it runs on this machine's {cores} cores: compression on either end competes for CPU with the sandbox's tar, the endpoint and the CLI, as it would not against a real pod. Contenders: `tar-stream-kube` (`--compress none`), `-gzip`, `-zstd` and `-auto` (`--compress gzip|zstd|auto`); the codec column is what the CLI reported using. `raw-pipe` is left out: a plain tar pipe has no throttled form as fair as the endpoint's. Bytes on wire: stdin + stdout payload the endpoint carried (WebSocket and channel framing excluded); MB/s is the workload's bytes over the median. The Daytona contenders (`tar-stream-daytona-none`, `-auto`) run through the Daytona client against a fake toolbox behind the same kind of link: upload and download file bytes, commands and their JSON answers paced to the rate, every HTTP call answered {LINK_EXEC_LATENCY_MS} ms late; their bytes on wire are those bytes (multipart and HTTP framing excluded). Median of {} runs; ratios against `tar-stream-kube` on the same link where it ran, else `tar-stream-kube-auto`.\n", a.link_runs);
+    let _ = writeln!(s, "Link model: a second in-process exec endpoint per link paces each exec's stdin (client -> process) and stdout (process -> client) to the link's rate, each direction on its own (stream payload; a token bucket with 50 ms of burst), and answers every exec upgrade {LINK_EXEC_LATENCY_MS} ms late (the API server's and the kubelet's round trips; the pod GET is not delayed). There is no per-window RTT and no loss. All of it runs on this machine's {cores} cores: compression on either end competes for CPU with the sandbox's tar, the endpoint and the CLI, as it would not against a real pod. Contenders: `tar-stream-kube` (`--compress none`), `-gzip`, `-zstd` and `-auto` (`--compress gzip|zstd|auto`); the codec column is what the CLI reported using. `raw-pipe` is left out: a plain tar pipe has no throttled form as fair as the endpoint's. Bytes on wire: stdin + stdout payload the endpoint carried (WebSocket and channel framing excluded); MB/s is the workload's bytes over the median. `tar-stream-kube-busybox-gzip` and `-auto` are `--compress gzip` and `auto` against a BusyBox pod: the same kind of endpoint, whose execs run with only the applets of Debian's `busybox-static` on the PATH (sh, tar, find, stat, head, gzip, ...; no zstd). The Daytona contenders (`tar-stream-daytona-none`, `-auto`) run through the Daytona client against a fake toolbox behind the same kind of link: upload and download file bytes, commands and their JSON answers paced to the rate, every HTTP call answered {LINK_EXEC_LATENCY_MS} ms late; their bytes on wire are those bytes (multipart and HTTP framing excluded). Median of {} runs; ratios against `tar-stream-kube` on the same link where it ran, else `tar-stream-kube-auto`.\n", a.link_runs);
     let _ = writeln!(
         s,
         "Workloads on the links (big files are smaller than in the local rows):\n"
