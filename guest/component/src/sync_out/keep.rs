@@ -256,10 +256,10 @@ fn held_file(parent: &GrantedDir, listed: &Named, target: &str) -> Result<Found,
 /// Directory targets walked before their listings arrived, by mapping.
 pub type Prewalked = HashMap<usize, Walk>;
 
-/// The most entries a walk ahead of the listing holds per target; a
-/// bigger target is walked once its listing came, for the listed paths
-/// alone.
-const PREWALK_MAX: usize = 200_000;
+/// The most entries a walk ahead of the listing holds per target (~200
+/// bytes each in guest memory: ~20 MB); a bigger target is walked once its
+/// listing came, for the listed paths alone.
+const PREWALK_MAX: usize = 100_000;
 
 /// Walks the directory targets of `listed` (mapping indices) ahead of
 /// their listings, so the host's walk runs while the sandbox lists (on a
