@@ -11,10 +11,10 @@
 //! [`REPORT_MIN_BYTES`] to send), a first command runs the report alone
 //! (what the targets hold, which codecs the sandbox has), started as soon
 //! as the walk has found that much and run while the walk goes on, and
-//! the archive leaves out what they hold: three calls. Otherwise nothing is kept, and
-//! the codec is chosen blind: gzip, which nearly every image has. A
-//! sandbox without it exits `NO_CODEC` before reading anything, and the
-//! call is made once more, plain.
+//! the archive leaves out what they hold: three calls. Otherwise nothing
+//! is kept, and the codec is chosen blind: gzip, which nearly every image
+//! has. A sandbox without it exits `NO_CODEC` before reading anything, and
+//! the call is made once more, plain.
 
 use sandbox_sync_core::script::{exit as code, toolbox as wrapper, Caps, Codec, Listing};
 

@@ -60,13 +60,13 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             // The host's side is walked while the sandbox lists its own.
             let walked = keep::prewalk(&listed, targets, &mappings);
             let answered = started.wait().and_then(|ran| {
-                let keeping = judge(req, &ran, walked?, targets, &mappings, &listed, &facts)?;
-                let answer = match &keeping {
-                    Some((answer, _)) => answer.clone(),
-                    None => "0\n".repeat(listed.len()).into_bytes(),
-                };
+                let (answer, keeping) =
+                    match judge(req, &ran, walked?, targets, &mappings, &listed, &facts)? {
+                        Some(judged) => judged,
+                        None => ("0\n".repeat(listed.len()).into_bytes(), Keeping::default()),
+                    };
                 let text = program.finish_answered(&answer, &report_scratch)?;
-                Ok((text, Some(keeping.map(|k| k.1).unwrap_or_default())))
+                Ok((text, Some(keeping)))
             });
             answered.inspect_err(|_| toolbox::remove(&[handed.as_str()], limits.timeout_ms))?
         }
