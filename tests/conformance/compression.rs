@@ -148,6 +148,33 @@ fn auto_samples(u: Env) {
         std::fs::read(&back).unwrap(),
         std::fs::read(&random_src).unwrap()
     );
+    // Binaries first, text after: the sample spans the archive, so the
+    // bulk decides (a first-MiB sample sent all of it plain).
+    let mut mixed = incompressible(2 << 20);
+    mixed.extend(text(8 << 20));
+    let mixed_src = sb.write_host("m/mixed.bin", &mixed);
+    sb.sync_in_with(
+        &[op("m", vec![file(&mixed_src, sb.remote("mixed.bin"))])],
+        &opts,
+    )
+    .expect("mixed in");
+    let back = sb.host.join("back-mixed.bin");
+    let out = sb
+        .sync_out_with(
+            &[op("o", vec![file_out(sb.remote("mixed.bin"), &back)])],
+            &opts,
+        )
+        .expect("mixed out");
+    if local {
+        assert!(out.compression.is_empty(), "{:?}", out.compression);
+    } else {
+        assert_compressed(
+            &out.compression,
+            "stdout",
+            expected_codec(u, Compress::Auto),
+        );
+    }
+    assert_eq!(std::fs::read(&back).unwrap(), mixed);
 }
 
 for_each_userland!(gzip_round_trip, zstd_round_trip, auto_samples);

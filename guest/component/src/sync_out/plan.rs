@@ -82,8 +82,6 @@ pub fn prepare<'a>(
         .collect();
     // Directory mappings whose targets hold files: the program lists them.
     let mut listed = Vec::new();
-    // The first source and whether it is a directory: `auto` samples it.
-    let mut first: Option<(String, bool)> = None;
     for (i, op, op_mappings) in request::operations(req) {
         if !op.post_upload_commands.is_empty() {
             return Err(SyncError::InvalidRequest(format!(
@@ -126,19 +124,15 @@ pub fn prepare<'a>(
                     script.dir(i, j, &source, m.follow_symlinks, &m.exclude, keep)?;
                 }
             }
-            first.get_or_insert((source, m.kind == MappingKind::Directory));
         }
         script.op_done(i);
     }
     let policy = codec::policy();
     let offer = codec::preference(policy);
     if !offer.is_empty() {
-        // `auto` samples the first source before it settles for gzip.
-        let sample = first
-            .as_ref()
-            .filter(|_| policy == Compression::Auto)
-            .map(|(source, dir)| (source.as_str(), *dir));
-        script.offer_compression(offer, sample)?;
+        // `auto` samples the first mapping's archive before it settles
+        // for gzip.
+        script.offer_compression(offer, policy == Compression::Auto);
     }
     let program = script.clone();
     let text = script.finish()?;

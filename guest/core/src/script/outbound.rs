@@ -14,6 +14,8 @@ pub struct OutboundScript {
     body: String,
     /// Chooses and starts the transport codec, when one is offered.
     codec: Option<String>,
+    /// The first mapping's archiving line: `auto` samples what it streams.
+    first: Option<String>,
     /// Incremental: lists sources, then reads the host's keep lists.
     listing: String,
     answer: String,
@@ -31,6 +33,7 @@ impl OutboundScript {
             scratch: scratch.to_owned(),
             body: String::new(),
             codec: None,
+            first: None,
             listing: String::new(),
             answer: String::new(),
             zip: false,
@@ -81,33 +84,26 @@ impl OutboundScript {
 
     /// Compresses the output with the first of `prefer` the sandbox can
     /// run: the program first prints a plain [`Marker::Codec`] naming it
-    /// (or `none`), then everything else through it. With `sample` (a
-    /// source and whether it is a directory), gzip is used only if the
-    /// source's first MiB samples as compressible.
-    ///
-    /// # Errors
-    /// When the sample path cannot be quoted (NUL).
-    pub fn offer_compression(
-        &mut self,
-        prefer: &[Codec],
-        sample: Option<(&str, bool)>,
-    ) -> Result<(), Error> {
+    /// (or `none`), then everything else through it. With `sample`, gzip
+    /// is used only if the first mapping's archive (as the host's answer
+    /// left it: what will be sent) samples as compressible.
+    pub fn offer_compression(&mut self, prefer: &[Codec], sample: bool) {
         let mut s = String::from("_ss_pick");
         for c in prefer {
             let _ = write!(s, " {}", c.name());
         }
         s.push('\n');
-        if let Some((path, dir)) = sample {
-            let kind = if dir { "dir" } else { "file" };
+        if let Some(first) = self.first.as_ref().filter(|_| sample) {
+            // A subshell archives it once more into the sampler, which
+            // stops reading after 64 MiB; its errors are the body's to
+            // report.
             let _ = writeln!(
                 s,
-                "[ \"$_ss_codec\" != gzip ] || _ss_worth {kind} {} || _ss_codec=none",
-                sh_quote(path)?
+                "[ \"$_ss_codec\" != gzip ] || {{ ({first}) 2>/dev/null | _ss_worth; }} || _ss_codec=none"
             );
         }
         s.push_str("_ss_mark \"codec $_ss_codec\"\n[ \"$_ss_codec\" = none ] || _ss_zstart \"$_ss_codec\"\n");
         self.codec = Some(s);
-        Ok(())
     }
 
     fn mark(&mut self, m: &Marker) {
@@ -129,7 +125,8 @@ impl OutboundScript {
     ) -> Result<(), Error> {
         self.mark(&Marker::Mapping { op, map });
         let keep = listed.map(|k| k.to_string()).unwrap_or_default();
-        let _ = writeln!(self.body, "_ss_kf={keep}; _ss_ofile {}", sh_quote(source)?);
+        let line = format!("_ss_kf={keep}; _ss_ofile {}", sh_quote(source)?);
+        self.archive(line);
         Ok(())
     }
 
@@ -154,8 +151,13 @@ impl OutboundScript {
             "_ss_kf={keep}; _ss_odir {}",
             dir_args(source, follow, exclude)?
         );
-        let _ = writeln!(self.body, "{line}");
+        self.archive(line);
         Ok(())
+    }
+
+    fn archive(&mut self, line: String) {
+        let _ = writeln!(self.body, "{line}");
+        self.first.get_or_insert(line);
     }
 
     /// Marks operation `op` complete.

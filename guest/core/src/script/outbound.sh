@@ -210,19 +210,34 @@ _ss_pick() {
   done
   [ $# = 0 ] || _ss_off compressed-sync-out "$(IFS='|'; printf %s "$*")"
 }
-# True when the first MiB of source $2 (kind $1: file or dir) gzips to
-# less than 90% of its size: incompressible data is sent plain.
+# True when the archive on stdin gzips to less than 90% of its size,
+# judged from 64 KiB read at 0, 1, 2, 4 ... 64 MiB into it, each counted
+# for the span up to the next: the bulk decides, not whatever the first
+# MiB holds (a tree whose binaries come first is mostly text). Without
+# dd, its first MiB.
 _ss_worth() {
-  if [ "$1" = file ]; then
-    [ -f "$2" ] || return 0
-    _ss_n=$(head -c 1048576 "$2" 2>/dev/null | wc -c)
-    _ss_z=$(head -c 1048576 "$2" 2>/dev/null | gzip -1 -c | wc -c)
+  _ss_n=0; _ss_z=0
+  if ! command -v dd >/dev/null 2>&1; then
+    head -c 1048576 >"$_ss_S/w" 2>/dev/null && _ss_wadd 1
   else
-    [ -d "$2" ] || return 0
-    _ss_n=$( (cd -P "$2" && tar -c -f - . 2>/dev/null) | head -c 1048576 | wc -c)
-    _ss_z=$( (cd -P "$2" && tar -c -f - . 2>/dev/null) | head -c 1048576 | gzip -1 -c | wc -c)
+    _ss_p=0; _ss_s=0
+    while [ "$_ss_p" -le 1024 ]; do
+      dd bs=65536 skip="$_ss_s" count=1 iflag=fullblock >"$_ss_S/w" 2>/dev/null || break
+      _ss_q=$((_ss_p < 16 ? 16 : _ss_p * 2))
+      _ss_wadd $((_ss_q - _ss_p)) || break
+      _ss_s=$((_ss_q - _ss_p - 1)); _ss_p=$_ss_q
+    done
   fi
+  rm -f "$_ss_S/w"
   [ "$_ss_n" -gt 0 ] && [ $((_ss_z * 10)) -lt $((_ss_n * 9)) ]
+}
+# Counts sample w (in blocks of 64 KiB) as standing for $1 blocks; false
+# when the stream has ended (a short or empty sample stands for itself).
+_ss_wadd() {
+  _ss_c=$(wc -c <"$_ss_S/w") && _ss_g=$(gzip -1 -c <"$_ss_S/w" | wc -c) || return 1
+  [ "$_ss_c" -eq 65536 ] && _ss_w=$1 || _ss_w=1
+  _ss_n=$((_ss_n + _ss_c * _ss_w)); _ss_z=$((_ss_z + _ss_g * _ss_w))
+  [ "$_ss_c" -eq 65536 ]
 }
 # From here on stdout is compressed with $1 as one stream, by a compressor
 # that reads a fifo in the scratch dir and writes the exec's stdout.
