@@ -192,13 +192,20 @@ _ss_odir() {
 # (--no-recursion), parents first, in one tar (_ss_argable bounded them).
 # A name with a newline that appeared since the listing fails the sync:
 # it cannot be named, and the host keeps only what the archive leaves out.
+# The members are listed once per mapping (m<k>, whole or not at all): the
+# compression sample (_ss_worth) archives the first mapping just before
+# its body does, and a walk of the tree is most of a re-sync's cost here.
 _ss_onamed() {
-  _ss_nlfree || _ss_die "$_ss_E_EXTRACT" "a name with a newline appeared in $_ss_src during the sync"
-  _ss_members | LC_ALL=C awk -v keep="$1" '
-    BEGIN { while ((getline l < keep) > 0) k["./" l] = 1 }
-    !($0 in k) { print substr($0, 3) }' >"$_ss_S/m" || exit "$_ss_E_EXTRACT"
-  [ -s "$_ss_S/m" ] || exec head -c 1024 /dev/zero
-  tr '\n' '\000' <"$_ss_S/m" | LC_ALL=C xargs -0 -s 1800000 tar -c -f - --no-recursion --
+  _ss_mf="$_ss_S/m$_ss_kf"
+  if [ ! -f "$_ss_mf" ]; then
+    _ss_nlfree || _ss_die "$_ss_E_EXTRACT" "a name with a newline appeared in $_ss_src during the sync"
+    _ss_members | LC_ALL=C awk -v keep="$1" '
+      BEGIN { while ((getline l < keep) > 0) k["./" l] = 1 }
+      !($0 in k) { print substr($0, 3) }' >"$_ss_mf.p" && mv -f "$_ss_mf.p" "$_ss_mf" \
+      || exit "$_ss_E_EXTRACT"
+  fi
+  [ -s "$_ss_mf" ] || exec head -c 1024 /dev/zero
+  tr '\n' '\000' <"$_ss_mf" | LC_ALL=C xargs -0 -s 1800000 tar -c -f - --no-recursion --
   exit
 }
 # Sets _ss_codec to the first codec of "$@" this sandbox can run, or none.
