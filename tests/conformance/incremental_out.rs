@@ -471,6 +471,45 @@ fn a_big_listing_keeps_as_well(u: Env) {
     assert_same_tree(&full(&sb), &target);
 }
 
+/// A directory the sandbox cannot read (a pod's uid, mode 000): a full
+/// sync-out fails (its tar cannot enter it), and so must a re-sync that
+/// keeps other files, leaving the target as it was. A walk that skipped it
+/// would send the directory empty and delete what the host holds in it.
+fn an_unreadable_directory_fails_the_resync_as_it_fails_a_full_sync(u: Env) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let target = sb.host.join("back");
+    let first = sync(&sb, &target, true);
+    if !records_first_sync_out(u) {
+        sync(&sb, &target, true);
+    }
+    // A re-sync keeps files here (on BusyBox its archive names its members).
+    let again = sync(&sb, &target, true);
+    if keeps(u) {
+        assert!(
+            again.operations[0].files_transferred < first.operations[0].files_transferred,
+            "{again:?}"
+        );
+    }
+    let before = snapshot(&target);
+    let locked = sb.remote_on_host("proj/a");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    let attempt = |sb: &Sandbox, to: &Path, incremental: bool| {
+        let mut opts = sb.options();
+        opts.incremental = incremental;
+        sb.sync_out_with(&[op("out", vec![mapping(sb, to)])], &opts)
+    };
+    let fresh = sb.host.join("full");
+    let full = attempt(&sb, &fresh, false);
+    let again = attempt(&sb, &target, true);
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    match (full, again) {
+        (Ok(_), Ok(_)) => assert_same_tree(&fresh, &target),
+        (Err(_), Err(e)) => assert_eq!(snapshot(&target), before, "{e:?}"),
+        (full, again) => panic!("full sync {full:?}, re-sync {again:?}"),
+    }
+}
+
 for_each_userland!(
     an_unchanged_target_is_left_untouched,
     a_big_listing_keeps_as_well,
@@ -482,4 +521,5 @@ for_each_userland!(
     a_racy_file_comes_back_again,
     a_listed_path_through_a_host_symlink_is_never_kept,
     host_only_files_do_not_survive,
+    an_unreadable_directory_fails_the_resync_as_it_fails_a_full_sync,
 );

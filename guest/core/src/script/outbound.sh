@@ -7,38 +7,48 @@ _ss_kf=
 # whole block), the probe being the filesystem's clock read before any
 # file was listed ("<device> <ctime>", or "-"): the host keeps a record of
 # what landed only for files whose identity lies before it. Where the
-# files cannot be kept (see _ss_okeepable and _ss_argable) the listing is
+# files cannot be kept (see _ss_okeepable and _ss_bwalk) the listing is
 # empty.
 _ss_olist() {
   : >"$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot create the listing'
-  if [ "$_ss_ikeep" = 1 ] && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r" \
-    && _ss_argable "$_ss_r" "${3:-0}"; then
-    _ss_files "$_ss_r" >"$_ss_S/l$1"
+  if [ "$_ss_ikeep" = 1 ] && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
+    if [ "$_ss_gnutar" = 1 ]; then
+      _ss_files "$_ss_r" >"$_ss_S/l$1"
+    elif [ "${3:-0}" = 0 ]; then
+      _ss_bwalk "$1" "$_ss_r"
+    fi
   fi
   _ss_oframe "$1"
 }
 # Where tar has no -X (BusyBox), the archive names its members, all but
 # the kept files, as the arguments of one tar (_ss_onamed): that takes
-# symlinks not followed ($2 = 0), no name with a newline under source $1,
-# and names that fit one command line (ARG_MAX is 2 MiB in a pod: at most
-# 1.5 MB of names and pointers, about 25,000 entries). A bigger tree is
-# sent whole.
-_ss_argable() {
-  [ "$_ss_gnutar" = 1 ] && return 0
-  [ "$2" = 0 ] || return 1
-  (cd -P "$1" && _ss_nlfree) || return 1
-  _ss_x=$( (cd -P "$1" && _ss_members 2>/dev/null) \
-    | LC_ALL=C awk '{ n += length($0) + 7 } END { print n + 0 }') || return 1
-  [ "$((_ss_x))" -le 1500000 ]
-}
-# True when no name under the current directory holds a newline.
-_ss_nlfree() {
-  _ss_x=$(find . -name "*$_ss_nl*" 2>/dev/null | head -c 1; echo x) && [ "$_ss_x" = x ]
-}
-# Every entry under the current directory but provider scratch at its
-# top, parents first, as ./path lines.
-_ss_members() {
-  find . ! -name . \( -path "./$_ss_reserved*" -prune -o -print \)
+# symlinks not followed, no name with a newline under source $2, and names
+# that fit one command line (ARG_MAX is 2 MiB in a pod: at most 1.5 MB of
+# names and pointers, about 25,000 entries). One walk stats every entry
+# but provider scratch at the top, parents first: the regular files'
+# identities make listing l$1, every entry's ./path a line of a$1, the
+# members _ss_onamed names. A name with a newline (it prints a line "NL"
+# too; only a name holding a newline can print one otherwise), a tree too
+# big or a walk that fails (an unreadable directory: its files would be
+# missing) leaves the listing empty: the tree is sent whole, by tar's own
+# walk. (BusyBox find never runs an `-exec {} +` inside parentheses.)
+_ss_bwalk() {
+  (cd -P "$2" && TZ=UTC0 find . ! -name . ! \( -path "./$_ss_reserved*" -prune \) \
+    -exec stat -c '%f %d %i %s %z %n' {} + -name "*$_ss_nl*" -exec stat -c NL {} \;) \
+    >"$_ss_S/a$1.w" 2>/dev/null \
+    && LC_ALL=C awk -v l="$_ss_S/l$1" -v a="$_ss_S/a$1" '
+      BEGIN { printf "" > a }
+      $0 == "NL" { bad = 1; exit }
+      {
+        p = substr($0, length($1 $2 $3 $4 $5 $6 $7) + 8)
+        n += length(p) + 7
+        if (n > 1500000) { bad = 1; exit }
+        print p > a
+        if (substr($1, 1, length($1) - 3) == "8") print substr($0, length($1) + 2) > l
+      }
+      END { exit bad }' "$_ss_S/a$1.w" \
+    || { : >"$_ss_S/l$1"; rm -f "$_ss_S/a$1"; }
+  rm -f "$_ss_S/a$1.w"
 }
 # The same for the regular file $2 of file mapping $1: one line, "./f".
 _ss_olistf() {
@@ -188,20 +198,19 @@ _ss_odir() {
   exec 8<&-
 }
 # Archives the current directory but the files keep list $1 names, with a
-# tar that has no -X: the members as arguments, each once
-# (--no-recursion), parents first, in one tar (_ss_argable bounded them).
-# A name with a newline that appeared since the listing fails the sync:
-# it cannot be named, and the host keeps only what the archive leaves out.
-# The members are listed once per mapping (m<k>, whole or not at all): the
-# compression sample (_ss_worth) archives the first mapping just before
-# its body does, and a walk of the tree is most of a re-sync's cost here.
+# tar that has no -X: the members the listing's walk found (a<k>, see
+# _ss_bwalk) as arguments, each once (--no-recursion), parents first, in
+# one tar. What appeared since the listing is not sent (as if the sync had
+# started before it), what went since fails tar, loudly. They are
+# filtered once per mapping (m<k>, whole or not at all): the compression
+# sample (_ss_worth) archives the first mapping just before its body does.
 _ss_onamed() {
   _ss_mf="$_ss_S/m$_ss_kf"
   if [ ! -f "$_ss_mf" ]; then
-    _ss_nlfree || _ss_die "$_ss_E_EXTRACT" "a name with a newline appeared in $_ss_src during the sync"
-    _ss_members | LC_ALL=C awk -v keep="$1" '
+    [ -f "$_ss_S/a$_ss_kf" ] || exit "$_ss_E_EXTRACT"
+    LC_ALL=C awk -v keep="$1" '
       BEGIN { while ((getline l < keep) > 0) k["./" l] = 1 }
-      !($0 in k) { print substr($0, 3) }' >"$_ss_mf.p" && mv -f "$_ss_mf.p" "$_ss_mf" \
+      !($0 in k) { print substr($0, 3) }' "$_ss_S/a$_ss_kf" >"$_ss_mf.p" && mv -f "$_ss_mf.p" "$_ss_mf" \
       || exit "$_ss_E_EXTRACT"
   fi
   [ -s "$_ss_mf" ] || exec head -c 1024 /dev/zero
