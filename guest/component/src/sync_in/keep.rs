@@ -52,6 +52,9 @@ pub struct Keeper<'l> {
     token_bytes: usize,
     /// Per file mapping sent, its token.
     file_tokens: BTreeMap<usize, Token>,
+    /// Listed directory mappings the archive brings a regular file for:
+    /// their merge changes something, so the sandbox need not look.
+    sent: std::collections::BTreeSet<usize>,
     /// (mapping, bytes as the results counted them) of each kept file.
     pub counted: Vec<(usize, u64)>,
     /// Archive bytes of the members left out.
@@ -78,6 +81,7 @@ impl<'l> Keeper<'l> {
             tokens: BTreeMap::new(),
             token_bytes: 0,
             file_tokens: BTreeMap::new(),
+            sent: std::collections::BTreeSet::new(),
             counted: Vec::new(),
             dropped: 0,
             prefix: String::new(),
@@ -136,6 +140,9 @@ impl<'l> Keeper<'l> {
             self.dropped += p.member().archive_len();
             return true;
         }
+        if self.listing.dirs.contains_key(&grant) {
+            self.sent.insert(grant);
+        }
         if let Some(t) = mine.filter(|_| self.records && plain) {
             if self.token_bytes < MAX_TOKEN_BYTES {
                 let line = self.tokens.entry(grant).or_default();
@@ -151,14 +158,16 @@ impl<'l> Keeper<'l> {
     }
 
     /// The members that say what was kept and what the sandbox records:
-    /// per listed directory mapping its `k<k>` (ranges of the lines kept),
-    /// an empty `kf<k>` per file mapping whose target is kept, and the
-    /// tokens `t<k>` and `tf<k>` of what was sent.
+    /// per listed directory mapping its `k<k>` (ranges of the lines kept)
+    /// and an empty `s<k>` where a file of it is sent, an empty `kf<k>` per
+    /// file mapping whose target is kept, and the tokens `t<k>` and `tf<k>`
+    /// of what was sent (only of files whose identity counts).
     pub fn lists(&self) -> impl Iterator<Item = Planned> + '_ {
         let kept = self.listing.dirs.keys().map(|k| {
             let lines = self.kept.get(k).cloned().unwrap_or_default();
             (format!("k{k}"), ranges(lines))
         });
+        let sent = self.sent.iter().map(|k| (format!("s{k}"), Vec::new()));
         let files = self
             .kept_files
             .iter()
@@ -171,7 +180,8 @@ impl<'l> Keeper<'l> {
             .file_tokens
             .iter()
             .map(|(k, t)| (format!("tf{k}"), format!("{}\n", t.hex()).into_bytes()));
-        kept.chain(files)
+        kept.chain(sent)
+            .chain(files)
             .chain(tokens)
             .chain(file_tokens)
             .map(|(name, body)| Planned {

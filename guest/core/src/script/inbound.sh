@@ -341,9 +341,9 @@ _ss_merge() {
     _ss_m=$(stat -c %a /proc/self/fd/8/.) && chmod "$_ss_m" "/proc/self/fd/9/$1" \
       || _ss_die "$_ss_E_CHMOD" "chmod failed for the staged $2"
   fi
-  # A mapping the host sent files for is not what it lands yet (t<k>
-  # names them): no need to look.
-  if [ ! -s "/proc/self/fd/9/t$_ss_k" ] && _ss_same "$1" "${4-}"; then
+  # A mapping the host sent a file for (s<k>) is not what it lands yet:
+  # no need to look.
+  if [ ! -e "/proc/self/fd/9/s$_ss_k" ] && _ss_same "$1" "${4-}"; then
     _ss_rmtree "/proc/self/fd/9/$1" || _ss_die "$_ss_E_RENAME" "cannot remove the staged $2"
     return 0
   fi
