@@ -136,6 +136,8 @@ const MUTATIONS = {
   symlink: (g, p) => g.symlink('file', p),
   'hardLink existing': (g, p) => g.hardLink(p, 'hl'),
   'hardLink path': (g, p) => g.hardLink('file', p),
+  'linkFiles src': (g, p) => g.linkFiles(p, 'sub', ['x']),
+  'linkFiles dst': (g, p) => g.linkFiles('', p, ['file']),
   'rename src': (g, p) => g.rename(p, 'moved'),
   'rename dst': (g, p) => g.rename('file', p),
   setMode: (g, p) => g.setMode(p, 0o777),
@@ -311,6 +313,19 @@ test('writeFile: exactly len bytes and the mtime; fewer when the stream ends fir
   assert.match(fails(() => g.writeFile('broken', 0o644, 0n, broken, 3n), 'io').val, /pipe broke/);
   fails(() => g.writeFile('file', 0o644, 0n, memSource('x'), 1n), 'already-exists');
   assert.equal(fs.readFileSync(inGrant('file'), 'utf8'), 'hello');
+});
+
+test('linkFiles links each name between two directories, a final symlink as itself', () => {
+  const g = grant();
+  g.mkdir('d', 0o755);
+  assert.equal(g.linkFiles('', 'd', ['file', 'flink']), 2);
+  assert.equal(fs.statSync(inGrant('d/file')).ino, fs.statSync(inGrant('file')).ino);
+  assert.equal(fs.readlinkSync(inGrant('d/flink')), fs.readlinkSync(inGrant('flink')));
+  assert.equal(g.linkFiles('sub', 'd', []), 0);
+  fails(() => g.linkFiles('', 'd', ['file']), 'already-exists');
+  fails(() => g.linkFiles('', 'd', ['missing']), 'not-found');
+  for (const n of ['', '.', '..', 'sub/file', 'a\0b']) fails(() => g.linkFiles('', 'd', [n]), 'invalid-name');
+  fails(() => g.linkFiles('', 'link', ['file']), 'not-permitted');
 });
 
 test('mkdir, symlink, hardLink and rename', () => {

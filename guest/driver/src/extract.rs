@@ -479,10 +479,26 @@ pub fn extract<I: ArchiveInput>(
             unchanged: true,
         });
     }
-    for k in by_parent.values().flatten() {
+    // One host call a directory: a tree of kept files links in at one
+    // `linkat` each.
+    for (parent, files) in &by_parent {
+        let names: Vec<String> = files
+            .iter()
+            .map(|k| {
+                k.path
+                    .rsplit_once('/')
+                    .map_or(&*k.path, |(_, n)| n)
+                    .to_owned()
+            })
+            .collect();
+        let into = if parent.is_empty() {
+            staging.to_owned()
+        } else {
+            at(parent)
+        };
         grant
-            .hard_link(&k.path, &at(&k.path))
-            .map_err(|err| fs("link the kept", &join(target, &k.path), err))?;
+            .link_files(parent, &into, &names)
+            .map_err(|err| fs("link the kept files into", &join(target, parent), err))?;
     }
     if let Some(k) = changed_kept(grant, staging, target, &by_parent)? {
         // What was linked may be a symlink now: it goes first.

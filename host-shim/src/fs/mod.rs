@@ -434,6 +434,36 @@ impl GrantedDir {
             .map_err(|e| fs_error(path, &e))
     }
 
+    /// Hard-links `src/<name>` to `dst/<name>` for each of `names` (single
+    /// components): both directories are opened once (never through a
+    /// final symlink) and each link is one `linkat`, which links a final
+    /// symlink itself. Stops at the first failure; returns the count made.
+    pub fn link_files(&self, src: &str, dst: &str, names: &[String]) -> Result<u32, Error> {
+        let open = |path: &str| {
+            let p = self.write_rel(path)?;
+            if p == Path::new(".") {
+                self.dir.try_clone()
+            } else {
+                self.dir.open_dir_nofollow(p)
+            }
+            .map_err(|e| fs_error(path, &e))
+        };
+        let (from, to) = (open(src)?, open(dst)?);
+        let mut made = 0u32;
+        for name in names {
+            let shown = || format!("{dst}/{name}");
+            if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+                return Err(Error::InvalidName(format!(
+                    "{name:?} is not one path component"
+                )));
+            }
+            rustix::fs::linkat(&from, name.as_str(), &to, name.as_str(), AtFlags::empty())
+                .map_err(|e| fs_error(&shown(), &std::io::Error::from(e)))?;
+            made = made.saturating_add(1);
+        }
+        Ok(made)
+    }
+
     /// Renames `src` onto `dst`.
     pub fn rename(&self, src: &str, dst: &str) -> Result<(), Error> {
         let s = self.write_rel(src)?;
@@ -632,5 +662,64 @@ fn fs_error(path: &str, e: &io::Error) -> Error {
             Error::NotPermitted(m)
         }
         _ => Error::Io(m),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::MetadataExt as _;
+
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn link_files_links_each_name_and_a_final_symlink_as_itself(
+    ) -> Result<(), Box<dyn std::error::Error>> {
+        let t = tempfile::tempdir()?;
+        let root = t.path().join("grant");
+        std::fs::create_dir_all(root.join("d"))?;
+        std::fs::create_dir(root.join("to"))?;
+        std::fs::write(root.join("d/a"), b"a")?;
+        std::os::unix::fs::symlink("/etc/passwd", root.join("d/l"))?;
+        std::os::unix::fs::symlink("d", root.join("dlink"))?;
+        let g = GrantedDir::read_write(&root)?;
+        assert_eq!(g.link_files("d", "to", &names(&["a", "l"]))?, 2);
+        let ino = |p: &str| std::fs::symlink_metadata(root.join(p)).map(|m| m.ino());
+        assert_eq!(ino("to/a")?, ino("d/a")?);
+        assert_eq!(
+            std::fs::read_link(root.join("to/l"))?,
+            Path::new("/etc/passwd")
+        );
+        assert_eq!(g.link_files("", "to", &[])?, 0);
+        assert!(matches!(
+            g.link_files("d", "to", &names(&["a"])),
+            Err(Error::AlreadyExists(_))
+        ));
+        assert!(matches!(
+            g.link_files("d", "to", &names(&["gone"])),
+            Err(Error::NotFound(_))
+        ));
+        for bad in ["", ".", "..", "a/b", "a\0"] {
+            assert!(
+                matches!(
+                    g.link_files("d", "to", &names(&[bad])),
+                    Err(Error::InvalidName(_))
+                ),
+                "{bad:?}"
+            );
+        }
+        // Neither directory is reached through a symlink, nor out of the grant.
+        assert!(g.link_files("dlink", "to", &names(&["x"])).is_err());
+        assert!(g.link_files("d", "dlink", &names(&["a"])).is_err());
+        assert!(g.link_files("../grant/d", "to", &names(&["a"])).is_err());
+        let ro = GrantedDir::read_only(&root, false)?;
+        assert!(matches!(
+            ro.link_files("d", "to", &names(&["a"])),
+            Err(Error::NotPermitted(_))
+        ));
+        Ok(())
     }
 }

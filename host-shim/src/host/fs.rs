@@ -184,6 +184,19 @@ impl HostGrantedDir for ShimState {
         Ok(self.table.get(&this)?.hard_link(&existing, &path)?)
     }
 
+    async fn link_files(
+        &mut self,
+        this: Resource<GrantedDir>,
+        src_dir: String,
+        dst_dir: String,
+        names: Vec<String>,
+    ) -> FsResult<u32> {
+        Ok(self
+            .table
+            .get(&this)?
+            .link_files(&src_dir, &dst_dir, &names)?)
+    }
+
     async fn rename(
         &mut self,
         this: Resource<GrantedDir>,

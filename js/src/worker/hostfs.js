@@ -330,6 +330,31 @@ export class GrantedDir {
     this.#between(existing, path, linkSync);
   }
 
+  /** `link-files`: each `srcDir/<name>` hard-linked as `dstDir/<name>`, the two directories opened once. */
+  linkFiles(srcDir, dstDir, names) {
+    const open = (path) => this.#mut(path, (dir, leaf) => openDir(dir, leaf, path));
+    const from = open(srcDir);
+    try {
+      const to = open(dstDir);
+      try {
+        let made = 0;
+        for (const name of names) {
+          const shown = `${dstDir}/${name}`;
+          if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
+            throw fsError('invalid-name', `${JSON.stringify(name)} is not one path component`);
+          }
+          guarded(shown, () => linkSync(at(from, name), at(to, name)));
+          made += 1;
+        }
+        return made;
+      } finally {
+        closeSync(to);
+      }
+    } finally {
+      closeSync(from);
+    }
+  }
+
   rename(src, dst) {
     this.#changing([src, dst], () => this.#between(src, dst, renameSync));
   }
