@@ -71,6 +71,21 @@ fn full(sb: &Sandbox) -> std::path::PathBuf {
     fresh
 }
 
+/// A sandbox seeded with [`seed`], synced out incrementally into a fresh
+/// target until the next re-sync can keep (see
+/// [`records_first_sync_out`]): the sandbox, the target and the first
+/// sync's outcome.
+fn recorded(u: Env) -> (Sandbox, std::path::PathBuf, SyncOutcome) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let target = sb.host.join("back");
+    let first = sync(&sb, &target, true);
+    if !records_first_sync_out(u) {
+        sync(&sb, &target, true);
+    }
+    (sb, target, first)
+}
+
 fn resync_out_lands_what_a_full_sync_lands(u: Env) {
     let sb = Sandbox::new(u);
     seed(&sb);
@@ -249,13 +264,7 @@ fn unchanged_resync_out_moves_almost_nothing(u: Env) {
     if !keeps(u) {
         return;
     }
-    let sb = Sandbox::new(u);
-    seed(&sb);
-    let target = sb.host.join("back");
-    let first = sync(&sb, &target, true);
-    if !records_first_sync_out(u) {
-        sync(&sb, &target, true);
-    }
+    let (sb, target, first) = recorded(u);
     let before = std::fs::metadata(target.join("b/deep/x.bin"))
         .unwrap()
         .ino();
@@ -476,13 +485,7 @@ fn a_big_listing_keeps_as_well(u: Env) {
 /// keeps other files, leaving the target as it was. A walk that skipped it
 /// would send the directory empty and delete what the host holds in it.
 fn an_unreadable_directory_fails_the_resync_as_it_fails_a_full_sync(u: Env) {
-    let sb = Sandbox::new(u);
-    seed(&sb);
-    let target = sb.host.join("back");
-    let first = sync(&sb, &target, true);
-    if !records_first_sync_out(u) {
-        sync(&sb, &target, true);
-    }
+    let (sb, target, first) = recorded(u);
     // A re-sync keeps files here (on BusyBox its archive names its members).
     let again = sync(&sb, &target, true);
     if keeps(u) {
