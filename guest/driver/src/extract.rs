@@ -484,12 +484,7 @@ pub fn extract<I: ArchiveInput>(
     for (parent, files) in &by_parent {
         let names: Vec<String> = files
             .iter()
-            .map(|k| {
-                k.path
-                    .rsplit_once('/')
-                    .map_or(&*k.path, |(_, n)| n)
-                    .to_owned()
-            })
+            .map(|k| split_parent(&k.path).1.to_owned())
             .collect();
         let into = if parent.is_empty() {
             staging.to_owned()

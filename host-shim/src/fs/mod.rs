@@ -452,7 +452,8 @@ impl GrantedDir {
         let mut made = 0u32;
         for name in names {
             let shown = || format!("{dst}/{name}");
-            if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+            // One clean component: no `/`, not `.`, `..` or empty, no NUL.
+            if name.contains('/') || !is_clean_relative(name) {
                 return Err(Error::InvalidName(format!(
                     "{name:?} is not one path component"
                 )));
