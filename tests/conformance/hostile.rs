@@ -333,6 +333,40 @@ fn a_kept_file_sent_anyway_is_refused() {
     let _ = std::fs::remove_dir_all(&c.base);
 }
 
+/// Incremental sync-out: an archive member that hard-links to a file the
+/// host kept is refused (the kept file is the host's inode, which the new
+/// tree must not grow another name for), whenever the kept file joined
+/// the staged tree, and the target is left as it was.
+#[test]
+fn a_hard_link_to_a_kept_file_is_refused() {
+    if !keeps_unchanged(GNU_LOCAL) {
+        return;
+    }
+    let archive = hostile::end(hostile::hardlink(b"h", b"ok"));
+    let c = case(9994, &archive);
+    let (target, ops, opts, backend) = kept_by_honest_syncs(&c);
+    // A host file the sandbox does not list: the new tree cannot be the
+    // old one, so kept files join as their directory is made, before the
+    // member that names one.
+    std::fs::write(target.join("host-only"), b"gone after a sync").unwrap();
+    let err = block_on(runtime().sync_out(&ops, &opts, backend)).unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::UnsafeArchive, "{}", err.error);
+    assert!(err.error.to_string().contains("hard link"), "{}", err.error);
+    assert_eq!(
+        audit(&c.host),
+        [
+            "outside",
+            "outside/victim",
+            "target",
+            "target/.evil.tar",
+            "target/host-only",
+            "target/ok"
+        ]
+    );
+    assert_eq!(std::fs::read(target.join("ok")).unwrap(), b"fine");
+    let _ = std::fs::remove_dir_all(&c.base);
+}
+
 /// Issue 23, 5: a kept host file swapped for a symlink (to a file outside
 /// the target) after the host judged it unchanged and before it is linked
 /// into the new tree fails the call: nothing lands, no symlink, the file

@@ -47,6 +47,10 @@ enum Kind {
         mode: Option<u32>,
     },
     File,
+    /// A file the target already held, joined unchanged (an incremental
+    /// sync-out's kept file): a file to every rule, but no member may
+    /// hard-link to it, since it is the host's inode and not the archive's.
+    Kept,
     Symlink(Box<str>),
 }
 
@@ -150,7 +154,7 @@ impl TreePolicy {
                             comps[..=i].join("/")
                         )))
                     }
-                    Kind::File => {
+                    Kind::File | Kind::Kept => {
                         return Err(Error::unsafe_archive(format!(
                             "member {:?} is under the non-directory {:?}",
                             e.path,
@@ -204,6 +208,19 @@ impl TreePolicy {
         })
     }
 
+    /// Admits `e`, a regular file the target already held, as kept: a
+    /// file under every rule above, which no later member may hard-link to.
+    ///
+    /// # Errors
+    /// As [`Self::admit`].
+    pub fn admit_kept(&mut self, e: &Entry) -> Result<Admitted, Error> {
+        let admitted = self.admit(e)?;
+        if let Some(n) = self.nodes.get_mut(admitted.node as usize) {
+            n.kind = Kind::Kept;
+        }
+        Ok(admitted)
+    }
+
     /// Nodes admitted so far, implied directories included (not the root).
     pub fn len(&self) -> usize {
         self.nodes.len() - 1
@@ -214,11 +231,12 @@ impl TreePolicy {
         self.len() == 0
     }
 
-    /// Regular files (hard links included) and symlinks admitted so far.
+    /// Regular files (hard links included) and symlinks admitted so far,
+    /// kept files not counted.
     pub fn non_directories(&self) -> usize {
         self.nodes
             .iter()
-            .filter(|n| !matches!(n.kind, Kind::Dir { .. }))
+            .filter(|n| matches!(n.kind, Kind::File | Kind::Symlink(_)))
             .count()
     }
 
@@ -462,6 +480,27 @@ mod tests {
         let a = t.admit(&e("a", EntryKind::Dir)).unwrap();
         assert!(a.existed);
         assert!(run(&[e("f", EntryKind::File), e("f/x", EntryKind::File)]).is_err());
+    }
+
+    #[test]
+    fn a_kept_file_is_a_file_no_member_may_link_to() {
+        let mut t = TreePolicy::new(100);
+        t.admit(&e("d", EntryKind::Dir)).unwrap();
+        t.admit_kept(&e("d/k", EntryKind::File)).unwrap();
+        assert_eq!(t.non_directories(), 0);
+        for later in [
+            e("d/k", EntryKind::File),
+            e("d/k/x", EntryKind::File),
+            e("d/k", EntryKind::Dir),
+            sym("d/k", "x"),
+            e("h", EntryKind::HardLink("d/k".into())),
+        ] {
+            let err = t.admit(&later).unwrap_err();
+            assert_eq!(err.kind, crate::ErrorKind::UnsafeArchive, "{later:?}");
+        }
+        // A member first, then a kept file at its path: refused as well.
+        let mut t = run(&[e("d/k", EntryKind::File)]).unwrap();
+        assert!(t.admit_kept(&e("d/k", EntryKind::File)).is_err());
     }
 
     #[test]

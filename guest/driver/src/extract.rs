@@ -1,5 +1,7 @@
 //! Validated extraction of sandbox-written tar into granted host directories.
 
+use std::collections::BTreeSet;
+
 use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::sandbox_path::split_parent;
 use sandbox_sync_core::tar_read::{Entry, EntryKind as TarKind, Limits, Parser, Source};
@@ -31,6 +33,8 @@ pub struct Kept {
     pub mode: u32,
     /// Modification time, seconds.
     pub mtime: i64,
+    /// Modification time, nanoseconds.
+    pub mtime_nsec: u32,
     /// Device, with `inode` the very file that was judged unchanged.
     pub device: u64,
     /// Inode.
@@ -125,6 +129,9 @@ pub enum Staged {
     Dir {
         /// The staged tree's name in the grant.
         staging: String,
+        /// The directories (relative to the target) the archive wrote
+        /// regular files into.
+        written: BTreeSet<String>,
     },
     /// Nothing: the target already is what the archive and the kept files
     /// make (see [`stage_dir`]).
@@ -152,7 +159,7 @@ impl<'a> Pending<'a> {
                 .grant
                 .rename(tmp, base)
                 .map_err(|e| fs("rename onto", &self.target, e)),
-            Staged::Dir { staging } => self
+            Staged::Dir { staging, .. } => self
                 .grant
                 .replace_with(staging)
                 .map_err(|e| fs("replace", &self.target, e)),
@@ -168,7 +175,7 @@ impl<'a> Pending<'a> {
     pub fn discard(self) {
         let name = match &self.staged {
             Staged::File { tmp, .. } => tmp,
-            Staged::Dir { staging } => staging,
+            Staged::Dir { staging, .. } => staging,
             Staged::Unchanged => return,
         };
         let _ = self.grant.remove(name);
@@ -338,6 +345,7 @@ pub fn stage_dir<'a, I: ArchiveInput>(
         Ok(Extracted {
             files,
             unchanged: true,
+            ..
         }) => {
             let _ = grant.remove(&staging);
             Ok((
@@ -350,12 +358,12 @@ pub fn stage_dir<'a, I: ArchiveInput>(
                 },
             ))
         }
-        Ok(Extracted { files, .. }) => Ok((
+        Ok(Extracted { files, written, .. }) => Ok((
             files,
             None,
             Pending {
                 grant,
-                staged: Staged::Dir { staging },
+                staged: Staged::Dir { staging, written },
                 target: m.target_path.clone(),
             },
         )),
@@ -377,15 +385,26 @@ pub struct Staging<'s> {
     pub target: &'s str,
 }
 
+impl Staging<'_> {
+    /// `rel` in the target, as messages show it.
+    fn shown(&self, rel: &str) -> String {
+        join(self.target, rel)
+    }
+}
+
 /// Extracts one archive into `into`. Directories are built `0700` and get
 /// their modes last, symlinks are created only once the whole tree passed
 /// policy. Returns the files the archive brought.
 ///
 /// Each of `kept` (files of the old target, beside the staging dir in the
-/// grant) then joins the tree, hard-linked (copied where the host cannot
-/// link), where the archive brought its directory: the archive, not the
+/// grant) joins the tree, hard-linked and checked to be still the file
+/// judged, where the archive brought its directory: the archive, not the
 /// listing the sandbox gave before it, decides the tree's shape, and a
-/// kept file passes the same policy as a member (a duplicate is refused).
+/// kept file passes the same policy as a member (a duplicate is refused,
+/// and no member may hard-link to it). Where the staged tree cannot turn
+/// out to be the target over again (below), a directory's kept files join
+/// as soon as the directory is made, while the rest of the stream is still
+/// on its way; otherwise once the stream ended.
 ///
 /// Unless the target `held` something else: where it held exactly the
 /// archive's directories (with the modes they would get) and symlinks,
@@ -404,11 +423,16 @@ pub fn extract<I: ArchiveInput>(
     let Staging {
         grant,
         dir: staging,
-        target,
+        target: _,
     } = *into;
     let mut parser = Parser::new(limits);
     let mut tree = TreePolicy::new(limits.max_entries);
     let at = |p: &str| format!("{staging}/{p}");
+    let joining = Joining::new(kept, held);
+    let mut written = BTreeSet::new();
+    if joining.early {
+        joining.join(into, &mut tree, "")?;
+    }
     while let Some(e) = parser.next_entry(input)? {
         if excluder.excludes(&e.path) {
             consume_data(input, &e)?;
@@ -421,7 +445,10 @@ pub fn extract<I: ArchiveInput>(
             let dir = &e.path[..end];
             grant
                 .mkdir(&at(dir), BUILD_DIR_MODE)
-                .map_err(|err| fs("create", &join(target, dir), err))?;
+                .map_err(|err| fs("create", &into.shown(dir), err))?;
+            if joining.early {
+                joining.join(into, &mut tree, dir)?;
+            }
         }
         match &e.kind {
             TarKind::File => {
@@ -429,19 +456,23 @@ pub fn extract<I: ArchiveInput>(
                     grant,
                     &NewFile {
                         path: &at(&e.path),
-                        shown: &join(target, &e.path),
+                        shown: &into.shown(&e.path),
                         mode: e.mode & HOST_MASK,
                         mtime: e.mtime,
                         len: e.size,
                     },
                 )?;
                 input.skip(padding(e.size))?;
+                written.insert(split_parent_rel(&e.path).to_owned());
             }
             TarKind::Dir => {
                 if !admitted.existed {
                     grant
                         .mkdir(&at(&e.path), BUILD_DIR_MODE)
-                        .map_err(|err| fs("create", &join(target, &e.path), err))?;
+                        .map_err(|err| fs("create", &into.shown(&e.path), err))?;
+                    if joining.early {
+                        joining.join(into, &mut tree, &e.path)?;
+                    }
                 }
             }
             // Created once the whole tree is known (below).
@@ -449,73 +480,127 @@ pub fn extract<I: ArchiveInput>(
             TarKind::HardLink(t) => {
                 grant
                     .hard_link(&at(t), &at(&e.path))
-                    .map_err(|err| fs("link", &join(target, &e.path), err))?;
+                    .map_err(|err| fs("link", &into.shown(&e.path), err))?;
+                written.insert(split_parent_rel(&e.path).to_owned());
             }
         }
     }
     let brought = tree.non_directories();
-    let mut by_parent: std::collections::BTreeMap<&str, Vec<&Kept>> = Default::default();
-    for k in kept {
-        let (parent, _) = k.path.rsplit_once('/').unwrap_or(("", &k.path));
-        if !tree.is_dir(parent) {
-            continue;
+    if !joining.early {
+        let mut placed = 0;
+        for (parent, files) in &joining.by_parent {
+            if tree.is_dir(parent) {
+                joining.admit(&mut tree, files)?;
+                placed += files.len();
+            }
         }
-        tree.admit(&Entry {
-            path: k.path.clone(),
-            kind: TarKind::File,
-            size: k.size,
-            mode: k.mode,
-            mtime: k.mtime,
-        })?;
-        by_parent.entry(parent).or_default().push(k);
-    }
-    let placed = by_parent.values().map(Vec::len).sum::<usize>();
-    if placed == kept.len() && held.is_some_and(|h| holds_all(h, &tree, brought, placed)) {
-        if let Some(k) = changed_kept(grant, "", target, &by_parent)? {
-            return Err(changed(target, k));
+        if placed == kept.len() && held.is_some_and(|h| holds_all(h, &tree, brought, placed)) {
+            for (parent, files) in &joining.by_parent {
+                if let Some(k) = changed_kept(grant, parent, &into.shown(parent), files)? {
+                    return Err(changed(into.target, k));
+                }
+            }
+            return Ok(Extracted {
+                files: brought as u64,
+                unchanged: true,
+                written,
+            });
         }
-        return Ok(Extracted {
-            files: brought as u64,
-            unchanged: true,
-        });
-    }
-    // One host call a directory: a tree of kept files links in at one
-    // `linkat` each.
-    for (parent, files) in &by_parent {
-        let names: Vec<String> = files
-            .iter()
-            .map(|k| split_parent(&k.path).1.to_owned())
-            .collect();
-        let into = if parent.is_empty() {
-            staging.to_owned()
-        } else {
-            at(parent)
-        };
-        grant
-            .link_files(parent, &into, &names)
-            .map_err(|err| fs("link the kept files into", &join(target, parent), err))?;
-    }
-    if let Some(k) = changed_kept(grant, staging, target, &by_parent)? {
-        // What was linked may be a symlink now: it goes first.
-        let _ = grant.remove(&at(&k.path));
-        return Err(changed(target, k));
+        for (parent, files) in &joining.by_parent {
+            if tree.is_dir(parent) {
+                joining.link(into, parent, files)?;
+            }
+        }
     }
     for (node, t) in tree.symlinks() {
         let path = tree.path(node);
         grant
             .symlink(t, &at(&path))
-            .map_err(|err| fs("create symlink", &join(target, &path), err))?;
+            .map_err(|err| fs("create symlink", &into.shown(&path), err))?;
     }
     for (node, mode) in tree.dir_modes() {
         let path = tree.path(node);
         grant
             .set_mode(&at(&path), (mode & HOST_MASK) | BUILD_DIR_MODE)
-            .map_err(|err| fs("chmod", &join(target, &path), err))?;
+            .map_err(|err| fs("chmod", &into.shown(&path), err))?;
     }
     Ok(Extracted {
         files: brought as u64,
         unchanged: false,
+        written,
     })
+}
+
+/// The kept files of an extraction, by parent directory.
+struct Joining<'k> {
+    by_parent: std::collections::BTreeMap<&'k str, Vec<&'k Kept>>,
+    /// Whether each directory's kept files join as it is made: where the
+    /// target held a regular file that is not kept, the staged tree cannot
+    /// be the target over again, so linking cannot be wasted.
+    early: bool,
+}
+
+impl<'k> Joining<'k> {
+    fn new(kept: &'k [Kept], held: Option<&Held>) -> Self {
+        let mut by_parent: std::collections::BTreeMap<&str, Vec<&Kept>> = Default::default();
+        for k in kept {
+            by_parent
+                .entry(split_parent_rel(&k.path))
+                .or_default()
+                .push(k);
+        }
+        Joining {
+            by_parent,
+            early: !kept.is_empty() && held.is_none_or(|h| h.files != kept.len()),
+        }
+    }
+
+    /// Joins the kept files of `dir` (just made in the staged tree).
+    fn join(&self, into: &Staging<'_>, tree: &mut TreePolicy, dir: &str) -> Result<(), SyncError> {
+        match self.by_parent.get(dir) {
+            Some(files) => {
+                self.admit(tree, files)?;
+                self.link(into, dir, files)
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn admit(&self, tree: &mut TreePolicy, files: &[&Kept]) -> Result<(), SyncError> {
+        for k in files {
+            tree.admit_kept(&Entry {
+                path: k.path.clone(),
+                kind: TarKind::File,
+                size: k.size,
+                mode: k.mode,
+                mtime: k.mtime,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Links `files` (kept, in `parent` of the target) into the staged
+    /// tree with one host call, and checks each is still the file judged.
+    fn link(&self, into: &Staging<'_>, parent: &str, files: &[&Kept]) -> Result<(), SyncError> {
+        let names: Vec<String> = files
+            .iter()
+            .map(|k| split_parent(&k.path).1.to_owned())
+            .collect();
+        let staged = if parent.is_empty() {
+            into.dir.to_owned()
+        } else {
+            format!("{}/{parent}", into.dir)
+        };
+        into.grant
+            .link_files(parent, &staged, &names)
+            .map_err(|err| fs("link the kept files into", &into.shown(parent), err))?;
+        if let Some(k) = changed_kept(into.grant, &staged, &into.shown(parent), files)? {
+            // What was linked may be a symlink now: it goes first.
+            let _ = into.grant.remove(&format!("{}/{}", into.dir, k.path));
+            return Err(changed(into.target, k));
+        }
+        Ok(())
+    }
 }
 
 /// What [`extract`] did.
@@ -524,6 +609,9 @@ pub struct Extracted {
     pub files: u64,
     /// The target already is the staged tree (see [`extract`]).
     pub unchanged: bool,
+    /// The directories (relative to the target; `""` its top) it wrote
+    /// regular files into.
+    pub written: BTreeSet<String>,
 }
 
 /// Whether the target, as `held`, is exactly the `tree` an archive brought
@@ -557,8 +645,8 @@ fn changed(target: &str, k: &Kept) -> SyncError {
     ))
 }
 
-/// The first of `kept` (by parent directory, in `base` of the grant: a
-/// staged tree, or `""`, the target itself) that is no longer the very
+/// The first of `files` (kept, all in directory `dir` of the grant: in
+/// a staged tree, or in the target itself) that is no longer the very
 /// file judged unchanged. Kept files are put in the staged tree as hard
 /// links to the old target's (no byte moves; kept files lie on the
 /// grant's filesystem); a host process that swapped one meanwhile (for a
@@ -567,37 +655,31 @@ fn changed(target: &str, k: &Kept) -> SyncError {
 /// a file.
 fn changed_kept<'k>(
     grant: &GrantedDir,
-    base: &str,
-    target: &str,
-    by_parent: &std::collections::BTreeMap<&str, Vec<&'k Kept>>,
+    dir: &str,
+    shown: &str,
+    files: &[&'k Kept],
 ) -> Result<Option<&'k Kept>, SyncError> {
-    for (parent, files) in by_parent {
-        let dir = match (base.is_empty(), parent.is_empty()) {
-            (_, true) => base.to_owned(),
-            (true, false) => (*parent).to_owned(),
-            (false, false) => format!("{base}/{parent}"),
-        };
-        let entries = grant
-            .read_dir_change(&dir)
-            .map_err(|err| fs("list the kept", &join(target, parent), err))?;
-        let by_name: std::collections::HashMap<&str, _> = entries
-            .iter()
-            .map(|e| (e.name.as_str(), &e.metadata))
-            .collect();
-        for &k in files {
-            let (_, name) = split_parent(&k.path);
-            let same = by_name.get(name).is_some_and(|m| {
-                m.kind == EntryKind::File
-                    && m.device == k.device
-                    && m.inode == k.inode
-                    && m.size == k.size
-            });
-            if !same {
-                return Ok(Some(k));
-            }
-        }
-    }
-    Ok(None)
+    let entries = grant
+        .read_dir_change(dir)
+        .map_err(|err| fs("list the kept files in", shown, err))?;
+    let by_name: std::collections::HashMap<&str, _> = entries
+        .iter()
+        .map(|e| (e.name.as_str(), &e.metadata))
+        .collect();
+    Ok(files.iter().copied().find(|k| {
+        let (_, name) = split_parent(&k.path);
+        !by_name.get(name).is_some_and(|m| {
+            m.kind == EntryKind::File
+                && m.device == k.device
+                && m.inode == k.inode
+                && m.size == k.size
+        })
+    }))
+}
+
+/// The directory of `path` in a tree (`""`: its top).
+fn split_parent_rel(path: &str) -> &str {
+    path.rsplit_once('/').map_or("", |(parent, _)| parent)
 }
 
 fn join(base: &str, rel: &str) -> String {

@@ -21,7 +21,7 @@
 //! bring the directory of. Names with a newline or backslash are always
 //! sent (the keep list is one name a line).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::incremental::{Fact, Facts, Token};
@@ -217,6 +217,7 @@ pub fn decide(
                     size: meta.size,
                     mode: meta.mode & HOST_MASK,
                     mtime: meta.mtime_sec,
+                    mtime_nsec: meta.mtime_nsec,
                     device: meta.device,
                     inode: meta.inode,
                 });
@@ -472,20 +473,50 @@ fn files_under(
 }
 
 /// What a staged tree `staging` in `grant` holds at the listed paths,
-/// before it is swapped in.
+/// before it is swapped in: each of `kept` as judged (it is linked in only
+/// once checked to be that very file; a later change to it shows after
+/// the commit, and the file is not recorded), and the listed files the
+/// archive wrote, from one listing of each directory in `written`.
 ///
 /// # Errors
-/// A failed walk of the staged tree.
+/// A failed listing of the staged tree.
 pub fn staged_tree(
     grant: &GrantedDir,
     staging: &str,
     tokens: &Named,
+    kept: &[Kept],
+    written: &BTreeSet<String>,
     shown: &str,
 ) -> Result<HashMap<String, Landed>, SyncError> {
-    Ok(files_under(grant, staging, tokens, shown)?
-        .into_iter()
-        .map(|(p, e)| (p, Landed::of(&e)))
-        .collect())
+    let mut was: HashMap<String, Landed> = kept
+        .iter()
+        .map(|k| {
+            let landed = Landed {
+                device: k.device,
+                inode: k.inode,
+                size: k.size,
+                mtime: (k.mtime, k.mtime_nsec),
+            };
+            (k.path.clone(), landed)
+        })
+        .collect();
+    for dir in written {
+        let at = if dir.is_empty() {
+            staging.to_owned()
+        } else {
+            format!("{staging}/{dir}")
+        };
+        let entries = grant
+            .read_dir_change(&at)
+            .map_err(|e| fs("list", shown, e))?;
+        for e in entries {
+            let path = child(dir, &e.name);
+            if e.metadata.kind == EntryKind::File && tokens.get(&path).is_some() {
+                was.insert(path, Landed::of(&e));
+            }
+        }
+    }
+    Ok(was)
 }
 
 /// What a staged file `tmp` in `grant` is, before it is renamed into place.

@@ -18,7 +18,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 };
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, OutputStream};
 use sandbox_sync_driver::codec;
-use sandbox_sync_driver::extract::{expect_empty, stage_dir, stage_file, Pending, Staged};
+use sandbox_sync_driver::extract::{expect_empty, stage_dir, stage_file, Kept, Pending, Staged};
 use sandbox_sync_driver::io::GuardedInput;
 use sandbox_sync_driver::request::{self, Mapping};
 
@@ -107,7 +107,7 @@ impl<'r, 'a> Receiver<'r, 'a> {
             )?,
             None => Keeping::default(),
         };
-        let kept = std::mem::take(&mut keeping.kept);
+        let mut kept = std::mem::take(&mut keeping.kept);
         let held = std::mem::take(&mut keeping.held);
         if channel.offered {
             match read_marker(&mut self.input)? {
@@ -150,6 +150,7 @@ impl<'r, 'a> Receiver<'r, 'a> {
                 expect_marker(&mut self.input, &Marker::Mapping { op: i, map: j })?;
                 let before = self.input.total();
                 let keeps = kept.get(&k).is_some_and(|v| !v.is_empty());
+                let mut kept_here = Vec::new();
                 let (files, bytes, pending) = match m.kind {
                     // The target stays as it is; nothing moved.
                     MappingKind::File if keeps => {
@@ -158,21 +159,24 @@ impl<'r, 'a> Receiver<'r, 'a> {
                     }
                     MappingKind::File => stage_file(&mut self.input, self.targets[k], m, limits)?,
                     MappingKind::Directory => {
-                        let kept = kept.get(&k).map_or(&[][..], Vec::as_slice);
-                        stage_dir(
+                        let here = kept.remove(&k).unwrap_or_default();
+                        let staged = stage_dir(
                             &mut self.input,
                             self.targets[k],
                             m,
                             limits,
-                            kept,
+                            &here,
                             held.get(&k),
-                        )?
+                        )?;
+                        kept_here = here;
+                        staged
                     }
                 };
                 self.staged.0.push(Landing {
                     pending,
                     mapping: m,
                     tokens: keeping.tokens.remove(&k),
+                    kept: kept_here,
                 });
                 results[i].files_transferred += files;
                 results[i].bytes_transferred += bytes.unwrap_or(self.input.total() - before);
@@ -211,6 +215,8 @@ struct Landing<'a> {
     mapping: &'a FileMapping,
     /// The listed sandbox files' tokens, by path (none: it was not listed).
     tokens: Option<Named>,
+    /// The target's files it kept.
+    kept: Vec<Kept>,
 }
 
 /// Commits every staged mapping when the call succeeded, in order;
@@ -236,11 +242,16 @@ pub fn land(
         let grant = l.pending.grant();
         before.push(match (&l.tokens, &l.pending.staged()) {
             (None, _) => None,
-            (Some(tokens), Staged::Dir { staging }) => {
-                keep::staged_tree(grant, staging, tokens, &l.mapping.target_path)
-                    .ok()
-                    .map(Before::Tree)
-            }
+            (Some(tokens), Staged::Dir { staging, written }) => keep::staged_tree(
+                grant,
+                staging,
+                tokens,
+                &l.kept,
+                written,
+                &l.mapping.target_path,
+            )
+            .ok()
+            .map(Before::Tree),
             (Some(_), Staged::File { tmp, .. }) => keep::staged_file(grant, tmp).map(Before::File),
             (Some(_), Staged::Unchanged) => None,
         });
