@@ -18,6 +18,7 @@ use cap_std::fs::MetadataExt as _;
 use std::ffi::OsString;
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cap_fs_ext::DirExt;
 use cap_std::fs::{Dir, Permissions, PermissionsExt};
@@ -84,7 +85,7 @@ pub(super) fn replace(
         return Err(err("replace", e.into()));
     }
     // `beside` now holds the old tree; the target is the new one.
-    if let Err(e) = pdir.remove_dir_all(&beside) {
+    if let Err(e) = remove_tree(pdir, &beside) {
         return Err(Error::Io(format!(
             "{} was replaced, but its old contents could not be removed from {}: {e}",
             shown.display(),
@@ -92,6 +93,40 @@ pub(super) fn replace(
         )));
     }
     Ok(new)
+}
+
+/// Removes the tree `name` in `parent`, never following a symlink, its
+/// top-level entries shared out between two threads: the old tree of a
+/// replaced target is as big as the new one, its removal is the last thing
+/// between a sync and its record, and the sandbox side is idle by then.
+fn remove_tree(parent: &Dir, name: &str) -> io::Result<()> {
+    let dir = parent.open_dir_nofollow(name)?;
+    let mut entries = Vec::new();
+    for e in dir.entries()? {
+        let e = e?;
+        entries.push((e.file_name(), e.file_type()?.is_dir()));
+    }
+    let next = AtomicUsize::new(0);
+    let work = || -> io::Result<()> {
+        while let Some((n, is_dir)) = entries.get(next.fetch_add(1, Ordering::Relaxed)) {
+            if *is_dir {
+                dir.remove_dir_all(n)?;
+            } else {
+                dir.remove_file(n)?;
+            }
+        }
+        Ok(())
+    };
+    std::thread::scope(|s| {
+        let other = s.spawn(work);
+        let mine = work();
+        let theirs = other
+            .join()
+            .unwrap_or_else(|_| Err(io::Error::other("a removal thread panicked")));
+        mine.and(theirs)
+    })?;
+    drop(dir);
+    parent.remove_dir(name)
 }
 
 /// Replaces the contents of `dir` with those of its child `staged`, moving
