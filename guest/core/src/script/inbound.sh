@@ -363,11 +363,14 @@ _ss_merge() {
     }' "$_ss_S/A$_ss_k" >"$_ss_S/G$_ss_k" || _ss_die "$_ss_E_EXTRACT" "cannot plan the update of $2"
   if [ -n "${4-}" ]; then set -- "$1" "$2" "$3" ! -path "./$_ss_reserved*"; else set -- "$1" "$2" "$3"; fi
   _ss_x=$1; _ss_y=$2; shift 3
-  # A directory the sandbox user may not write (see _ss_rmtree) is opened
-  # for the update; cp -a gives each its mode back.
-  (cd -P /proc/self/fd/8 && find . "$@" -type d ! -perm -u+rwx -exec chmod u+rwx {} \; \
-    && tr '\n' '\000' <"$_ss_S/G$_ss_k" | xargs -0 -r rm -rf -- \
-    && find . ! -name . "$@" -name "*$_ss_nl*" -prune -exec rm -rf -- {} +) \
+  # One walk: a directory the sandbox user may not write (see _ss_rmtree)
+  # is opened for the update (cp -a gives each its mode back), and any name
+  # with a newline goes once the walk has opened everything under it
+  # ({} + runs last; BusyBox find never runs one inside parentheses).
+  (cd -P /proc/self/fd/8 \
+    && LC_ALL=C find . "$@" \( -type d ! -perm -u+rwx -exec chmod u+rwx {} \; -o -name "*" \) \
+      ! -name . -name "*$_ss_nl*" -exec rm -rf -- {} + \
+    && tr '\n' '\000' <"$_ss_S/G$_ss_k" | xargs -0 -r rm -rf --) \
     || _ss_die "$_ss_E_RENAME" "cannot remove what $_ss_y no longer holds"
   cp -a -l "/proc/self/fd/9/$_ss_x/." /proc/self/fd/8/ 2>/dev/null || cp -a "/proc/self/fd/9/$_ss_x/." /proc/self/fd/8/ \
     || _ss_die "$_ss_E_RENAME" "cannot update $_ss_y in place"
