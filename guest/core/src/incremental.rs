@@ -36,7 +36,9 @@
 //! its own record store; a sandbox that lies about its identities can only
 //! make the host keep a file a sync of that sandbox landed before.
 
-use sha2::{Digest, Sha256};
+use std::hash::Hasher as _;
+
+use siphasher::sip::SipHasher13;
 
 /// How far a host source's ctime must lie behind the host's clock before
 /// its identity counts. A local filesystem stamps changes with the
@@ -50,23 +52,30 @@ pub const SETTLE_NS: i128 = 100_000_000;
 /// Hex digits of a token on the wire.
 pub const TOKEN_HEX: usize = 16;
 
-/// What one side moved a file under: 64 bits of a SHA-256 of its identity.
-/// Only ever compared for equality, with the same path's token.
+/// What one side moved a file under: a 64-bit SipHash-1-3 of its
+/// identity, under fixed keys. Only ever compared for equality, with the
+/// same path's token: what it must resist is an accidental match (64 bits,
+/// as the truncated SHA-256 it replaced gave, for much less work on every
+/// listed or walked file). It needs no secret: a sandbox that forges
+/// identities or tokens already chooses what it sends, and can only make
+/// the host send more, or keep bytes a sync of it landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Token(pub [u8; 8]);
 
+/// The tokens' SipHash keys ("sandbox-sync tok"): fixed, since tokens are
+/// kept between calls, on both sides.
+const TOKEN_KEYS: (u64, u64) = (0x7973_2d78_6f62_646e, 0x6b6f_7420_636e_7973);
+
 impl Token {
     fn of(domain: &str, fields: &[&[u8]]) -> Token {
-        let mut h = Sha256::new();
-        h.update(domain.as_bytes());
+        let mut h = SipHasher13::new_with_keys(TOKEN_KEYS.0, TOKEN_KEYS.1);
+        h.write(&(domain.len() as u64).to_le_bytes());
+        h.write(domain.as_bytes());
         for f in fields {
-            h.update((f.len() as u64).to_le_bytes());
-            h.update(f);
+            h.write(&(f.len() as u64).to_le_bytes());
+            h.write(f);
         }
-        let d = h.finalize();
-        let mut t = [0u8; 8];
-        t.copy_from_slice(&d[..8]);
-        Token(t)
+        Token(h.finish().to_le_bytes())
     }
 
     /// Its wire form: [`TOKEN_HEX`] lowercase hex digits.
@@ -132,7 +141,7 @@ impl HostId {
 /// and header mtime `mtime`, read under identity `id`.
 pub fn inbound(id: &HostId, mode: u32, mtime: u64) -> Token {
     Token::of(
-        "sandbox-sync in 1",
+        "sandbox-sync in 2",
         &[
             &id.device.to_le_bytes(),
             &id.inode.to_le_bytes(),
@@ -149,7 +158,7 @@ pub fn inbound(id: &HostId, mode: u32, mtime: u64) -> Token {
 /// device, inode and ctime, as `stat` printed them.
 pub fn outbound(device: &str, inode: &str, ctime: &str) -> Token {
     Token::of(
-        "sandbox-sync out 1",
+        "sandbox-sync out 2",
         &[device.as_bytes(), inode.as_bytes(), ctime.as_bytes()],
     )
 }
