@@ -62,9 +62,12 @@ pub const TOKEN_HEX: usize = 16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Token(pub [u8; 8]);
 
-/// The tokens' SipHash keys ("sandbox-sync tok"): fixed, since tokens are
-/// kept between calls, on both sides.
-const TOKEN_KEYS: (u64, u64) = (0x7973_2d78_6f62_646e, 0x6b6f_7420_636e_7973);
+/// The tokens' SipHash keys: fixed, since tokens are kept between calls,
+/// on both sides.
+const TOKEN_KEYS: (u64, u64) = (
+    u64::from_le_bytes(*b"sandbox-"),
+    u64::from_le_bytes(*b"sync tok"),
+);
 
 impl Token {
     fn of(domain: &str, fields: &[&[u8]]) -> Token {
