@@ -149,34 +149,28 @@ impl<'r, 'a> Receiver<'r, 'a> {
             {
                 expect_marker(&mut self.input, &Marker::Mapping { op: i, map: j })?;
                 let before = self.input.total();
-                let keeps = kept.get(&k).is_some_and(|v| !v.is_empty());
-                let mut kept_here = Vec::new();
+                let here = kept.remove(&k).unwrap_or_default();
                 let (files, bytes, pending) = match m.kind {
                     // The target stays as it is; nothing moved.
-                    MappingKind::File if keeps => {
+                    MappingKind::File if !here.is_empty() => {
                         expect_empty(&mut self.input, m, limits)?;
                         continue;
                     }
                     MappingKind::File => stage_file(&mut self.input, self.targets[k], m, limits)?,
-                    MappingKind::Directory => {
-                        let here = kept.remove(&k).unwrap_or_default();
-                        let staged = stage_dir(
-                            &mut self.input,
-                            self.targets[k],
-                            m,
-                            limits,
-                            &here,
-                            held.get(&k),
-                        )?;
-                        kept_here = here;
-                        staged
-                    }
+                    MappingKind::Directory => stage_dir(
+                        &mut self.input,
+                        self.targets[k],
+                        m,
+                        limits,
+                        &here,
+                        held.get(&k),
+                    )?,
                 };
                 self.staged.0.push(Landing {
                     pending,
                     mapping: m,
                     tokens: keeping.tokens.remove(&k),
-                    kept: kept_here,
+                    kept: here,
                 });
                 results[i].files_transferred += files;
                 results[i].bytes_transferred += bytes.unwrap_or(self.input.total() - before);
