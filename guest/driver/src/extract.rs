@@ -463,7 +463,7 @@ pub fn extract<I: ArchiveInput>(
                     },
                 )?;
                 input.skip(padding(e.size))?;
-                written.insert(split_parent_rel(&e.path).to_owned());
+                note_written(&mut written, &e.path);
             }
             TarKind::Dir => {
                 if !admitted.existed {
@@ -481,7 +481,7 @@ pub fn extract<I: ArchiveInput>(
                 grant
                     .hard_link(&at(t), &at(&e.path))
                     .map_err(|err| fs("link", &into.shown(&e.path), err))?;
-                written.insert(split_parent_rel(&e.path).to_owned());
+                note_written(&mut written, &e.path);
             }
         }
     }
@@ -675,6 +675,15 @@ fn changed_kept<'k>(
                 && m.size == k.size
         })
     }))
+}
+
+/// Adds the directory of `path` to `written`, allocating only for a
+/// directory not in it yet (this runs for every member).
+fn note_written(written: &mut BTreeSet<String>, path: &str) {
+    let dir = split_parent_rel(path);
+    if !written.contains(dir) {
+        written.insert(dir.to_owned());
+    }
 }
 
 /// The directory of `path` in a tree (`""`: its top).
