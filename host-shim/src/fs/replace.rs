@@ -200,12 +200,12 @@ fn in_place(dir: &Dir, staged: &Path, shown: &Path) -> Result<(), Error> {
     match &result {
         Ok(()) => {
             let _ = dir.remove_dir(staged);
-            if let Err(e) = dir.remove_dir_all(&old) {
+            if let Err(e) = remove_tree(dir, &old) {
                 return Err(err("remove the old contents of", e));
             }
         }
         Err(_) => {
-            let _ = dir.remove_dir_all(&old);
+            let _ = remove_tree(dir, &old);
         }
     }
     result
