@@ -32,6 +32,18 @@ _ss_canon() {
     if [ "$_ss_r" -ef . ] && cd /; then return 0; fi
     cd / || return 1
   fi
+  # A file that is not a symlink resolves to its resolved directory and
+  # its own name (paths here are normalized: no . or .. leaf), as the tool
+  # would say, without the fork.
+  if [ -e "$1" ] && [ ! -L "$1" ] && [ ! -d "$1" ]; then
+    _ss_cpd=${1%/*}; [ -n "$_ss_cpd" ] || _ss_cpd=/
+    if cd -P "$_ss_cpd" 2>/dev/null; then
+      _ss_r=$PWD
+      # shellcheck disable=SC3013
+      if [ "$_ss_r" -ef . ] && cd /; then _ss_r=${_ss_r%/}/${1##*/}; return 0; fi
+      cd / || return 1
+    fi
+  fi
   _ss_r=$(_ss_resolve "$1" && echo x) || return 1; _ss_r=${_ss_r%?x}
 }
 _ss_canon "$_ss_rootarg" && _ss_root=$_ss_r && [ -d "$_ss_root" ] || _ss_die "$_ss_E_ROOT" "cannot resolve the remote dir $_ss_rootarg"
@@ -119,7 +131,15 @@ _ss_rmtree() {
 # never a name with a newline or a slash (a planted one could name a path
 # outside the remote dir).
 printf '%s\n' "$$" >"$_ss_S/pid" 2>/dev/null
-(cd -P "$_ss_root" 2>/dev/null && find . -maxdepth 1 -name "$_ss_reserved-*" ! -name "*$_ss_nl*" \
+# Only where a reserved name other than ours and the state file's exists:
+# the glob is the shell's, find a process on every call.
+_ss_sweep=
+for _ss_o in "$_ss_root/$_ss_reserved"-*; do
+  case ${_ss_o##*/} in "$_ss_scratch" | "$_ss_statefile" | "$_ss_statefile".*) continue ;; esac
+  [ -e "$_ss_o" ] || [ -L "$_ss_o" ] || continue
+  _ss_sweep=1; break
+done
+[ -z "$_ss_sweep" ] || (cd -P "$_ss_root" 2>/dev/null && find . -maxdepth 1 -name "$_ss_reserved-*" ! -name "*$_ss_nl*" \
   ! -name "$_ss_statefile" ! -name "$_ss_statefile.*" -mmin +60 -print 2>/dev/null) |
   while IFS= read -r _ss_o; do
     _ss_o=${_ss_o#./}
@@ -244,9 +264,11 @@ _ss_files() {
 # move a ctime).
 _ss_probe() {
   _ss_pdev=; _ss_pct=
-  : >"$_ss_S/P" 2>/dev/null || return 1
-  _ss_l=$(TZ=UTC0 stat -c '%d %z' "$_ss_S/P" 2>/dev/null) || return 1
-  rm -f "$_ss_S/P"
+  # A new file each time (they go with the scratch dir; a report hands its
+  # scratch on, hence the pid): no rm to fork.
+  _ss_pn=$((${_ss_pn:-0} + 1))
+  : >"$_ss_S/P$$.$_ss_pn" 2>/dev/null || return 1
+  _ss_l=$(TZ=UTC0 stat -c '%d %z' "$_ss_S/P$$.$_ss_pn" 2>/dev/null) || return 1
   _ss_pdev=${_ss_l%% *}; _ss_pct=${_ss_l#* }
 }
 # True when the sandbox has every tool named.

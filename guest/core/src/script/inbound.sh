@@ -424,7 +424,7 @@ _ss_tick() {
 # The facts of what _ss_recop records, as of the probe, into Fo; false when
 # a landed file's identity does not lie before the probe yet.
 _ss_facts() {
-  : >"$_ss_S/Fo"; rm -f "$_ss_S/late"
+  : >"$_ss_S/Fo"; [ ! -e "$_ss_S/late" ] || rm -f "$_ss_S/late"
   for _ss_k in $_ss_pend; do
     eval "_ss_x=\$_ss_pt_$_ss_k"
     _ss_canon "$_ss_x" && _ss_in_root "$_ss_r" || continue
