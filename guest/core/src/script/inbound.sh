@@ -102,8 +102,10 @@ _ss_dir() {
     [ ! -e "$_ss_old" ] || mv -f -T "$_ss_old" "/proc/self/fd/8/$3"
     _ss_die "$_ss_E_RENAME" "cannot rename onto $2/$3"
   fi
-  _ss_pending=$_ss_old
-  _ss_rmtree "$_ss_old" || _ss_die "$_ss_E_RENAME" "cannot remove the replaced $2/$3"
+  if [ -e "$_ss_old" ] || [ -L "$_ss_old" ]; then
+    _ss_pending=$_ss_old
+    _ss_rmtree "$_ss_old" || _ss_die "$_ss_E_RENAME" "cannot remove the replaced $2/$3"
+  fi
   _ss_pending=
   exec 8<&-
   _ss_landed "${1#d}" "$2/$3"
@@ -401,11 +403,14 @@ _ss_recop() {
   done
   [ -n "$_ss_n" ] || { _ss_pend=; return 0; }
   _ss_probe || { _ss_pend=; return 0; }
+  # The first facts go straight into F (a retry starts it over: nothing
+  # else is in it yet), later ones through Fo.
+  _ss_fo="$_ss_S/Fo"; [ -s "$_ss_S/F" ] || _ss_fo="$_ss_S/F"
   if ! _ss_facts; then
     _ss_tick || { _ss_pend=; return 0; }
     _ss_facts
   fi
-  cat "$_ss_S/Fo" >>"$_ss_S/F" 2>/dev/null
+  [ "$_ss_fo" = "$_ss_S/F" ] || cat "$_ss_S/Fo" >>"$_ss_S/F" 2>/dev/null
   _ss_pend=
 }
 # Probes the clock (_ss_probe) until it reads later than the last probe:
@@ -421,10 +426,10 @@ _ss_tick() {
   done
   return 1
 }
-# The facts of what _ss_recop records, as of the probe, into Fo; false when
+# The facts of what _ss_recop records, as of the probe, into $_ss_fo; false when
 # a landed file's identity does not lie before the probe yet.
 _ss_facts() {
-  : >"$_ss_S/Fo"; [ ! -e "$_ss_S/late" ] || rm -f "$_ss_S/late"
+  : >"$_ss_fo"; [ ! -e "$_ss_S/late" ] || rm -f "$_ss_S/late"
   for _ss_k in $_ss_pend; do
     eval "_ss_x=\$_ss_pt_$_ss_k"
     _ss_canon "$_ss_x" && _ss_in_root "$_ss_r" || continue
@@ -439,7 +444,7 @@ _ss_facts() {
         [ -n "$_ss_t" ] || continue
         _ss_l=$(TZ=UTC0 stat -c '%d %i %s %z' "$_ss_r" 2>/dev/null) || continue
         printf '%s\n' "$_ss_l" | LC_ALL=C awk -v dev="$_ss_pdev" -v probe="$_ss_pct" -v t="$_ss_t" \
-          -v out="$_ss_S/Fo" -v late="$_ss_S/late" '
+          -v out="$_ss_fo" -v late="$_ss_S/late" '
           $1 != dev { next }
           ($4 " " $5 " " $6) < probe { print $0, t >> out; next }
           { printf "" > late }'
@@ -449,7 +454,7 @@ _ss_facts() {
         (cd -P "$_ss_r" && LC_ALL=C awk '{ print substr($0, 18) }' "/proc/self/fd/9/t$_ss_k" | tr '\n' '\000' \
           | TZ=UTC0 xargs -0 -r stat -c '%d %i %s %z %n' -- 2>/dev/null) \
           | LC_ALL=C awk -v t="/proc/self/fd/9/t$_ss_k" -v dev="$_ss_pdev" -v probe="$_ss_pct" \
-            -v out="$_ss_S/Fo" -v late="$_ss_S/late" '
+            -v out="$_ss_fo" -v late="$_ss_S/late" '
           BEGIN { while ((getline l < t) > 0) sent[substr(l, 18)] = substr(l, 1, 16) }
           {
             p = substr($0, length($1 $2 $3 $4 $5 $6) + 7)
@@ -467,22 +472,37 @@ _ss_facts() {
 # write only means more is sent next time.
 _ss_savestate() {
   [ "$_ss_rec" = 1 ] && { [ -s "$_ss_S/F" ] || [ -s "$_ss_S/N" ]; } || return 0
-  cat "$_ss_S"/KI[0-9]* >"$_ss_S/KIall" 2>/dev/null
+  # The kept lists as one file: a cat only where there are several.
+  _ss_ki="$_ss_S/KIall"; _ss_kn=0
+  for _ss_x in "$_ss_S"/KI[0-9]*; do
+    [ -e "$_ss_x" ] || continue
+    _ss_kn=$((_ss_kn + 1)); [ "$_ss_kn" -gt 1 ] || _ss_ki=$_ss_x
+  done
+  case $_ss_kn in
+    0) : >"$_ss_ki" ;;
+    1) ;;
+    *) _ss_ki="$_ss_S/KIall"; cat "$_ss_S"/KI[0-9]* >"$_ss_ki" 2>/dev/null ;;
+  esac
   # Nothing recorded and every file seen kept (each mapping's kept files
   # are among those it saw, so equal counts mean equal sets): the state
   # already says all there is.
-  if [ ! -s "$_ss_S/F" ] && _ss_a=$(wc -l <"$_ss_S/N") && _ss_b=$(wc -l <"$_ss_S/KIall") \
+  if [ ! -s "$_ss_S/F" ] && _ss_a=$(wc -l <"$_ss_S/N") && _ss_b=$(wc -l <"$_ss_ki") \
     && [ "$((_ss_a))" -eq "$((_ss_b))" ]; then
     return 0
   fi
-  { cat "$_ss_state" 2>/dev/null; } | LC_ALL=C awk -v facts="$_ss_S/F" -v seen="$_ss_S/N" -v kept="$_ss_S/KIall" '
+  # Every file is read with getline, the old state too (none yet: no
+  # lines), so no cat feeds it.
+  LC_ALL=C awk -v old="$_ss_state" -v facts="$_ss_S/F" -v seen="$_ss_S/N" -v kept="$_ss_ki" '
     BEGIN {
       while ((getline l < facts) > 0) { split(l, f, " "); k = f[1] " " f[2]; if (!(k in new)) n[++c] = k; new[k] = l }
       while ((getline l < seen) > 0) gone[l] = 1
       while ((getline l < kept) > 0) delete gone[l]
-    }
-    { split($0, f, " "); k = f[1] " " f[2]; if (!(k in new) && !(k in gone) && ++left <= 1000000) print }
-    END { for (i = 1; i <= c; i++) print new[n[i]] }' >"$_ss_S/state" 2>/dev/null \
+      while ((getline l < old) > 0) {
+        split(l, f, " "); k = f[1] " " f[2]
+        if (!(k in new) && !(k in gone) && ++left <= 1000000) print l
+      }
+      for (i = 1; i <= c; i++) print new[n[i]]
+    }' >"$_ss_S/state" 2>/dev/null \
     && mv -f "$_ss_S/state" "$_ss_state" 2>/dev/null
   return 0
 }
