@@ -195,6 +195,28 @@ fn read_only_directories_update_in_place(u: Env) {
     }
 }
 
+/// A directory the sandbox's user cannot read (an agent's `chmod 000`) is
+/// a hole in the target's listing: what it holds was neither kept nor
+/// pruned by a merge, so a file the source does not have stayed and the
+/// sync said it landed. The walk's failure now fails the listing, the
+/// target is replaced whole, and lands exactly the source.
+fn an_unreadable_directory_leaves_nothing_stale(u: Env) {
+    let sb = Sandbox::new(u);
+    write_old(&sb, "keep.txt", b"kept\n");
+    write_old(&sb, "locked/a.txt", b"a\n");
+    settle();
+    sync(&sb, true);
+    let locked = sb.remote_on_host("ws/locked");
+    let stale = locked.join("stale.txt");
+    std::fs::write(&stale, b"left by the agent\n").unwrap();
+    let owner = std::fs::metadata(&locked).unwrap();
+    std::os::unix::fs::chown(&stale, Some(owner.uid()), Some(owner.gid())).unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    settle();
+    sync(&sb, true);
+    assert_same_tree(&sb.host.join("src"), &sb.remote_on_host("ws"));
+}
+
 /// A file rewritten within the second it was synced in, at the same size,
 /// keeps its mtime in whole seconds: it landed "racy" and is sent again.
 fn a_racy_file_is_sent_again(u: Env) {
@@ -655,6 +677,7 @@ for_each_userland!(
     resync_lands_what_a_full_sync_lands,
     unchanged_resync_sends_almost_nothing,
     read_only_directories_update_in_place,
+    an_unreadable_directory_leaves_nothing_stale,
     a_racy_file_is_sent_again,
     resync_onto_the_remote_dir_itself
 );

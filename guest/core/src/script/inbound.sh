@@ -158,13 +158,18 @@ _ss_cmd() {
 # mode as "<mode> ./path" lines in file $3 (see _ss_same); paths with a
 # newline are left out (they are never kept, and go before a merge). With
 # $2 set (the remote dir itself) provider scratch at the top is left out
-# too.
+# too. A walk that failed anywhere (a directory the sandbox user cannot
+# read, an entry gone before its stat) ends with a line "E": what it
+# missed would be neither kept nor pruned by a merge, so _ss_join fails
+# the listing and the target is replaced whole.
 _ss_entries() {
   _ss_x=$1; _ss_y=$3
   if [ -n "$2" ]; then set -- ! -path "./$_ss_reserved*"; else set --; fi
-  (cd -P "$_ss_x" && TZ=UTC0 find . ! -name . ! -path "*$_ss_nl*" "$@" -exec stat -c '%f %d %i %s %z %n' {} +) 2>/dev/null \
+  (cd -P "$_ss_x" && TZ=UTC0 find . ! -name . ! -path "*$_ss_nl*" "$@" -exec stat -c '%f %d %i %s %z %n' {} + \
+    || echo E) 2>/dev/null \
     | LC_ALL=C awk -v dirs="$_ss_y" '
       BEGIN { printf "" > dirs }
+      $0 == "E" { print; next }
       {
         t = substr($1, 1, length($1) - 3)
         if (t == "4") print $1, substr($0, length($1 $2 $3 $4 $5 $6 $7) + 8) > dirs
@@ -183,6 +188,8 @@ _ss_join() {
         if (split(l, f, " ") == 7) fact[f[1] " " f[2]] = f[3] " " f[4] " " f[5] " " f[6] " " f[7]
       printf "" > j; printf "" > i; printf "" > all
     }
+    # The walk failed (see _ss_entries): no listing.
+    NF < 8 { bad = 1; exit }
     {
       p = substr($0, length($1 $2 $3 $4 $5 $6 $7) + 8)
       print $1 " " p > all
@@ -194,7 +201,8 @@ _ss_join() {
       if (v[1] != $4 || v[2] != $5 || v[3] != $6 || v[4] != $7) next
       print v[5] " " p > j
       print substr($0, 3) > i
-    }'
+    }
+    END { exit bad }'
 }
 # Lists the files under target $2 of directory mapping $1 that are still
 # exactly as a sync-in landed them, as "<token> ./path" lines between two
