@@ -35,7 +35,7 @@ feature() {
   for t do
     case $t in
       /*) [ -e "$t" ] || m="$m $t" ;;
-      exact-read) [ -n "$exact" ] || m="$m GNU-head|dd-iflag=fullblock" ;;
+      exact-read) [ -n "$exact" ] || m="$m GNU-head|dd-iflag=count_bytes,fullblock" ;;
       *'|'*) o=${t%%|*} p=${t#*|}
         command -v "$o" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || m="$m $o|$p" ;;
       *) command -v "$t" >/dev/null 2>&1 || m="$m $t" ;;
@@ -44,10 +44,10 @@ feature() {
   if [ -z "$m" ]; then echo "feature.$n=on"; else echo "feature.$n=off:${m# }"; fi
 }
 # Reading exactly N bytes of a pipe and no further: GNU head, or a dd
-# with fullblock (BusyBox head reads ahead).
+# with count_bytes and fullblock, as _ss_readn reads (BusyBox head reads ahead).
 exact=
 case $(head --version 2>/dev/null) in *GNU*) exact=1 ;; esac
-[ -n "$exact" ] || [ "$(printf x | dd bs=1 count=1 iflag=fullblock 2>/dev/null)" = x ] && exact=1
+[ -n "$exact" ] || [ "$(printf xy | dd bs=64 count=1 iflag=count_bytes,fullblock 2>/dev/null)" = x ] && exact=1
 feature command-timeouts sleep
 feature command-sessions setsid
 feature sandbox-deadline sleep

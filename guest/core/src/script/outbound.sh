@@ -67,12 +67,12 @@ _ss_olistf() {
 _ss_okeepable() {
   _ss_ikeep=0; _ss_ghead=0
   case $(head --version 2>/dev/null) in *GNU*) _ss_ghead=1 ;; esac
-  if [ "$_ss_ghead" = 1 ] || [ "$(printf x | dd bs=1 count=1 iflag=fullblock 2>/dev/null)" = x ]; then
+  if [ "$_ss_ghead" = 1 ] || [ "$(printf xy | dd bs=64 count=1 iflag=count_bytes,fullblock 2>/dev/null)" = x ]; then
     _ss_ikeep=1
   fi
   _ss_m=$(_ss_lacks find stat cat head wc awk)
   [ "$_ss_gnutar" = 1 ] || _ss_m="$_ss_m $(_ss_lacks tr xargs)"
-  [ "$_ss_ikeep" = 1 ] || _ss_m="GNU-head|dd-iflag=fullblock $_ss_m"
+  [ "$_ss_ikeep" = 1 ] || _ss_m="GNU-head|dd-iflag=count_bytes,fullblock $_ss_m"
   case $_ss_m in *[!\ ]*) _ss_ikeep=0; _ss_off incremental-out "$_ss_m" ;; esac
   _ss_oprobe
 }
