@@ -894,7 +894,11 @@ fn run_naive(a: &Args, w: &Workload, latency: u64, wipe: bool) -> Result<Sample>
 /// One measured sample of `w` by `run`. A re-sync first restores the
 /// source, brings a wiped target to it with an unmeasured full sync by the
 /// same contender, then changes the source and measures a sync into that
-/// target; the source is restored after.
+/// target; the source is restored after. A sync-out re-sync takes a second
+/// unmeasured sync first: a local sandbox lists its sources (and the host
+/// records what it landed) only once the target holds something, so the
+/// first re-sync after a full sync into a fresh target keeps nothing, and
+/// the measured one would be that one, not the steady state.
 fn sample(w: &Workload, run: &dyn Fn(bool) -> Result<Sample>) -> Result<Sample> {
     let Some(resync) = w.resync else {
         return run(true);
@@ -905,6 +909,9 @@ fn sample(w: &Workload, run: &dyn Fn(bool) -> Result<Sample>) -> Result<Sample> 
     // just written would be.
     std::thread::sleep(Duration::from_millis(150));
     run(true).context("the unmeasured full sync before a re-sync")?;
+    if w.out {
+        run(false).context("the unmeasured re-sync that records, before a re-sync out")?;
+    }
     change(w, resync)?;
     let measured = run(false);
     restore(w)?;
@@ -1404,7 +1411,7 @@ fn report(
         std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim(),
         a.runs);
     let _ = writeln!(s, "Contenders: `tar-stream` (this provider, local backend); `tar-stream-kube` (the same through the kube client and the Kubernetes exec protocol, WebSocket v5, served in-process on this machine by the test exec endpoint, unthrottled; 0 ms only; the CLI's default `--compress`, with the codecs it chose in brackets); `tar-stream-daytona` (the same through the Daytona client and the toolbox wire protocol, served in-process on this machine by the test toolbox, unthrottled; 0 ms only; default `--compress`, i.e. `auto`; bytes on wire are the file bytes uploaded and downloaded, and the commands and their JSON answers) and `tar-stream-daytona-none` (the same, `--compress none`); `base64-fallback` (the second provider component); `raw-pipe`; `naive-per-file` (one `sh -c 'cat > f'` exec per file, or `cat f` out; for a single file that is a plain local copy). W10 is sync-out (sandbox -> host); every other workload is sync-in.\n");
-    let _ = writeln!(s, "Re-syncs (W2-same, SRC-same, SRC-1pct, SRC-del10, and their sync-out forms): each sample first brings a wiped target to the source with an unmeasured full sync by the same contender, then edits (appends a line to every 100th file) or deletes (every 10th file) in the source, and measures the next sync into that target. `raw-pipe` copies the whole changed source over the old target (a copy, not a sync: deleted files stay); `naive-per-file` is not run. Bytes on wire are unknown for re-syncs off the kube endpoint.\n");
+    let _ = writeln!(s, "Re-syncs (W2-same, SRC-same, SRC-1pct, SRC-del10, and their sync-out forms): each sample first brings a wiped target to the source with an unmeasured full sync by the same contender (a sync-out re-sync then takes an unmeasured unchanged re-sync too: a local sandbox lists, and the host records, only once the target holds something, so the first re-sync after a fresh full sync keeps nothing), then edits (appends a line to every 100th file) or deletes (every 10th file) in the source, and measures the next sync into that target. `raw-pipe` copies the whole changed source over the old target (a copy, not a sync: deleted files stay); `naive-per-file` is not run. Bytes on wire are unknown for re-syncs off the kube endpoint.\n");
     let _ = writeln!(s, "This file is generated whole by one run (history is in git): every number below comes from the run that wrote it, on a shared 2-core machine, so compare ratios within a table, not times across runs.\n");
     headline(&mut s, &workloads.local, rows);
     targets(&mut s, a, workloads, rows, inst);
