@@ -259,6 +259,38 @@ fn resync_onto_the_remote_dir_itself(u: Env) {
     }
 }
 
+/// Another call's scratch at the top of the remote dir (one not yet an
+/// hour old, so not swept) is neither listed nor walked: a directory in it
+/// the sandbox's user cannot read does not fail the remote dir's listing,
+/// which still keeps what it holds, and the scratch is left alone.
+fn scratch_at_the_top_is_not_walked(u: Env) {
+    let sb = Sandbox::new(u);
+    seed(&sb);
+    let src = sb.host.join("src");
+    let root = sb.remote("").trim_end_matches('/').to_owned();
+    let mut opts = sb.options();
+    opts.incremental = true;
+    let ops = [op("in", vec![dir(&src, root)])];
+    sb.sync_in_with(&ops, &opts).expect("first");
+    let scratch = sb.remote_on_host(".paperclip-upload-00000000000000e1");
+    let locked = scratch.join("locked");
+    std::fs::create_dir_all(&locked).unwrap();
+    std::fs::write(locked.join("x"), b"x").unwrap();
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).unwrap();
+    std::fs::remove_file(src.join("gone.txt")).unwrap();
+    let again = sb.sync_in_with(&ops, &opts).expect("again");
+    assert!(!sb.remote_on_host("gone.txt").exists());
+    assert!(sb.remote_on_host("a/f01.txt").exists());
+    if keeps_unchanged(u) {
+        assert_eq!(again.operations[0].files_transferred, 2, "{again:?}");
+    }
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(
+        locked.join("x").exists(),
+        "another call's scratch was touched"
+    );
+}
+
 /// A tree of more members than the component walks before the program's
 /// report (65536) is walked while it is sent where the sandbox's tar can
 /// take an archive of unknown length (GNU, or any compressed stream), and
@@ -679,5 +711,6 @@ for_each_userland!(
     read_only_directories_update_in_place,
     an_unreadable_directory_leaves_nothing_stale,
     a_racy_file_is_sent_again,
-    resync_onto_the_remote_dir_itself
+    resync_onto_the_remote_dir_itself,
+    scratch_at_the_top_is_not_walked
 );

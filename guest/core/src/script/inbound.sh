@@ -158,14 +158,15 @@ _ss_cmd() {
 # mode as "<mode> ./path" lines in file $3 (see _ss_same); paths with a
 # newline are left out (they are never kept, and go before a merge). With
 # $2 set (the remote dir itself) provider scratch at the top is left out
-# too. A walk that failed anywhere (a directory the sandbox user cannot
-# read, an entry gone before its stat) ends with a line "E": what it
-# missed would be neither kept nor pruned by a merge, so _ss_join fails
-# the listing and the target is replaced whole.
+# too, and not walked (another call's may come and go meanwhile). A walk
+# that failed anywhere (a directory the sandbox user cannot read, an
+# entry gone before its stat) ends with a line "E": what it missed would
+# be neither kept nor pruned by a merge, so _ss_join fails the listing
+# and the target is replaced whole.
 _ss_entries() {
   _ss_x=$1; _ss_y=$3
-  if [ -n "$2" ]; then set -- ! -path "./$_ss_reserved*"; else set --; fi
-  (cd -P "$_ss_x" && TZ=UTC0 find . ! -name . ! -path "*$_ss_nl*" "$@" -exec stat -c '%f %d %i %s %z %n' {} + \
+  if [ -n "$2" ]; then set -- -path "./$_ss_reserved*" -prune -o; else set --; fi
+  (cd -P "$_ss_x" && TZ=UTC0 find . "$@" ! -name . ! -path "*$_ss_nl*" -exec stat -c '%f %d %i %s %z %n' {} + \
     || echo E) 2>/dev/null \
     | LC_ALL=C awk -v dirs="$_ss_y" '
       BEGIN { printf "" > dirs }
@@ -303,13 +304,14 @@ _ss_same() {
   # A name with a newline, either side, would not be one line.
   (cd -P "$_ss_d" && find . -name "*$_ss_nl*" -prune -print) >"$_ss_S/T" 2>/dev/null \
     && [ ! -s "$_ss_S/T" ] || return 1
-  if [ -n "$2" ]; then set -- ! -path "./$_ss_reserved*"; else set --; fi
-  (cd -P /proc/self/fd/8 && find . ! -name . "$@" -name "*$_ss_nl*" -prune -print) >"$_ss_S/T" 2>/dev/null \
+  # Provider scratch at the top of the remote dir is not walked (see _ss_entries).
+  if [ -n "$2" ]; then set -- -path "./$_ss_reserved*" -prune -o; else set --; fi
+  (cd -P /proc/self/fd/8 && find . "$@" ! -name . -name "*$_ss_nl*" -prune -print) >"$_ss_S/T" 2>/dev/null \
     && [ ! -s "$_ss_S/T" ] || return 1
   (cd -P "$_ss_d" && find . ! -type l -exec stat -c '%f %n' {} + \
     && find . -type l -exec stat -c %N {} +) >"$_ss_S/S" 2>/dev/null || return 1
   if LC_ALL=C awk '$1 == "o" { o = 1; exit } END { exit !o }' "$_ss_S/A$_ss_k"; then
-    (cd -P /proc/self/fd/8 && find . ! -name . "$@" -type l -exec stat -c %N {} +) >"$_ss_S/T" 2>/dev/null || return 1
+    (cd -P /proc/self/fd/8 && find . "$@" ! -name . -type l -exec stat -c %N {} +) >"$_ss_S/T" 2>/dev/null || return 1
   fi
   LC_ALL=C awk -v kept="$_ss_S/K$_ss_k" -v dirs="$_ss_S/M$_ss_k" -v staged="$_ss_S/S" -v links="$_ss_S/T" \
     -v top="$_ss_x" '
@@ -371,7 +373,7 @@ _ss_merge() {
       gone[p] = 1
       print p
     }' "$_ss_S/A$_ss_k" >"$_ss_S/G$_ss_k" || _ss_die "$_ss_E_EXTRACT" "cannot plan the update of $2"
-  if [ -n "${4-}" ]; then set -- "$1" "$2" "$3" ! -path "./$_ss_reserved*"; else set -- "$1" "$2" "$3"; fi
+  if [ -n "${4-}" ]; then set -- "$1" "$2" "$3" -path "./$_ss_reserved*" -prune -o; else set -- "$1" "$2" "$3"; fi
   _ss_x=$1; _ss_y=$2; shift 3
   # One walk: a directory the sandbox user may not write (see _ss_rmtree)
   # is opened for the update (cp -a gives each its mode back), and any name
