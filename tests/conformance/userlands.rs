@@ -216,6 +216,33 @@ fn gnu_tar_with_busybox_head() {
     }
 }
 
+/// BusyBox's `head` (it reads ahead) and a `dd` with `iflag=fullblock`
+/// but no `count_bytes` (coreutils before 8.16): the keep answer cannot be
+/// read exactly, so incremental sync-out is off (its probe tries exactly
+/// the flags the read uses) and every sync lands exactly. A probe of
+/// fullblock alone let the listing go, the read failed, and the host's
+/// kept files came in the archive anyway.
+#[test]
+fn a_dd_without_count_bytes_turns_incremental_out_off() {
+    static TOOLS_OLD_DD: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
+    let tools = TOOLS_OLD_DD.get_or_init(|| {
+        let mut set: Vec<&'static str> = TOOLS
+            .iter()
+            .copied()
+            .filter(|t| *t != "head" && *t != "dd")
+            .collect();
+        set.extend(["busybox:head", "fake:dd-without-count-bytes"]);
+        Box::leak(set.into_boxed_slice())
+    });
+    // Over kube the first sync-out records, so the second keeps (a local
+    // sandbox's second sync-out only records).
+    for transport in [Transport::Local, Transport::Kube(k8s_server::Protocol::V5)] {
+        if drives(transport) {
+            assert_eq!(syncs(transport, tools), None, "{transport:?}");
+        }
+    }
+}
+
 /// The minimum README's "What the sandbox needs" documents, and nothing
 /// else (dash as `sh`): with GNU tools, and with BusyBox's (whose tar
 /// needs `head` too, and whose `head` reads ahead, so `dd`). Every sync

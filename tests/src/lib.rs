@@ -39,7 +39,8 @@ pub enum Userland {
     /// each named host binary with the libraries it loads; `busybox:NAME`
     /// is BusyBox's applet (GNU tar with BusyBox `head`, say). BusyBox's
     /// own shell runs its applets whatever `PATH` holds, so a tool can only
-    /// be missing from a sandbox whose shell is not BusyBox.
+    /// be missing from a sandbox whose shell is not BusyBox. `fake:NAME` is
+    /// a scripted stand-in (see `fake_tool`).
     Tools(&'static [&'static str]),
 }
 
@@ -470,7 +471,9 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
     std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
     copy_host_binary(&root, Path::new("/bin/dash"), "sh");
     for tool in tools {
-        if let Some(applet) = tool.strip_prefix("busybox:") {
+        if let Some(fake) = tool.strip_prefix("fake:") {
+            fake_tool(&root, fake);
+        } else if let Some(applet) = tool.strip_prefix("busybox:") {
             let busybox = root.join("bin/busybox");
             if !busybox.exists() {
                 std::fs::copy("/bin/busybox", &busybox).expect("copy busybox");
@@ -489,6 +492,25 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
     let root: &'static Path = Box::leak(root.into_boxed_path());
     roots.push((tools, root));
     root
+}
+
+/// A scripted stand-in for a host tool, by `name`:
+/// `dd-without-count-bytes` is GNU dd that refuses `iflag=count_bytes`, as
+/// coreutils before 8.16 did (and still has `iflag=fullblock`).
+fn fake_tool(root: &Path, name: &str) {
+    let (tool, real, script) = match name {
+        "dd-without-count-bytes" => (
+            "dd",
+            "/bin/dd",
+            "#!/bin/sh\ncase \" $* \" in *count_bytes*) echo 'dd: invalid input flag: count_bytes' >&2; exit 1 ;; esac\nexec /bin/dd.real \"$@\"\n",
+        ),
+        other => panic!("no fake tool {other}"),
+    };
+    copy_host_binary(root, Path::new(real), &format!("{tool}.real"));
+    let path = root.join("bin").join(tool);
+    std::fs::write(&path, script).expect("write a fake tool");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+        .expect("chmod a fake tool");
 }
 
 /// Copies the host binary `host` to `root/bin/name`, with every shared
