@@ -50,7 +50,17 @@ const PROMPT: Duration = Duration::from_secs(5);
 
 /// `TOOLS` without `missing`, leaked for a [`Userland::Tools`].
 fn without(missing: &str) -> &'static [&'static str] {
-    let set: Vec<&'static str> = TOOLS.iter().copied().filter(|t| *t != missing).collect();
+    replacing(&[missing], &[])
+}
+
+/// [`TOOLS`] but `gone`, and `added` (`busybox:NAME`, `fake:NAME`).
+fn replacing(gone: &[&str], added: &[&'static str]) -> &'static [&'static str] {
+    let mut set: Vec<&'static str> = TOOLS
+        .iter()
+        .copied()
+        .filter(|t| !gone.contains(t))
+        .collect();
+    set.extend_from_slice(added);
     Box::leak(set.into_boxed_slice())
 }
 
@@ -203,12 +213,7 @@ fn a_toolbox_sandbox_missing_any_tool_never_waits() {
 /// and the rest GNU: every sync lands exactly.
 #[test]
 fn gnu_tar_with_busybox_head() {
-    static TOOLS_BB_HEAD: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
-    let tools = TOOLS_BB_HEAD.get_or_init(|| {
-        let mut set: Vec<&'static str> = TOOLS.iter().copied().filter(|t| *t != "head").collect();
-        set.push("busybox:head");
-        Box::leak(set.into_boxed_slice())
-    });
+    let tools = replacing(&["head"], &["busybox:head"]);
     for transport in [Transport::Local, Transport::Daytona] {
         if drives(transport) {
             assert_eq!(syncs(transport, tools), None, "{transport:?}");
@@ -218,22 +223,38 @@ fn gnu_tar_with_busybox_head() {
 
 /// BusyBox's `head` (it reads ahead) and a `dd` with `iflag=fullblock`
 /// but no `count_bytes` (coreutils before 8.16): the keep answer cannot be
-/// read exactly, so incremental sync-out is off (its probe tries exactly
-/// the flags the read uses) and every sync lands exactly. A probe of
-/// fullblock alone let the listing go, the read failed, and the host's
-/// kept files came in the archive anyway.
+/// read exactly, so incremental sync-out is off (its probe, and doctor's,
+/// try exactly the flags the read uses) and every sync lands exactly. A
+/// probe of fullblock alone let the listing go, and the re-sync out then
+/// failed: "cannot read the keep list".
 #[test]
 fn a_dd_without_count_bytes_turns_incremental_out_off() {
-    static TOOLS_OLD_DD: std::sync::OnceLock<&'static [&'static str]> = std::sync::OnceLock::new();
-    let tools = TOOLS_OLD_DD.get_or_init(|| {
-        let mut set: Vec<&'static str> = TOOLS
-            .iter()
-            .copied()
-            .filter(|t| *t != "head" && *t != "dd")
-            .collect();
-        set.extend(["busybox:head", "fake:dd-without-count-bytes"]);
-        Box::leak(set.into_boxed_slice())
+    let tools = replacing(
+        &["head", "dd"],
+        &["busybox:head", "fake:dd-without-count-bytes"],
+    );
+    let sb = Sandbox::new(Env {
+        userland: Userland::Tools(tools),
+        transport: Transport::Local,
     });
+    let found = block_on(sandbox_sync_host::doctor::probe(
+        sb.backend().as_ref(),
+        &sb.remote(""),
+    ))
+    .expect("the probe runs");
+    let off: Vec<(&str, &[String])> = found
+        .degraded
+        .iter()
+        .map(|d| (d.feature.as_str(), d.missing.as_slice()))
+        .collect();
+    assert_eq!(
+        off,
+        [(
+            "incremental-out",
+            &["GNU-head|dd-iflag=count_bytes,fullblock".to_owned()][..]
+        )],
+        "{found:?}"
+    );
     // Over kube the first sync-out records, so the second keeps (a local
     // sandbox's second sync-out only records).
     for transport in [Transport::Local, Transport::Kube(k8s_server::Protocol::V5)] {
