@@ -19,30 +19,28 @@ else _ss_die "$_ss_E_NO_CANONICALIZER" 'no path canonicalizer (realpath or readl
 # resolved by the kernel without a fork: `cd -P` sets PWD to getcwd's
 # physical path (a shell that falls back to a logical one is caught by -ef:
 # PWD must name the directory entered), and the shell goes back to /, as
-# nothing here uses a relative path. Anything else goes to the tool, and
-# since $(...) strips every trailing newline, which would silently make a
-# path ending in one another path, its output is fenced with an x and
-# exactly the x and the one newline the tool added come off.
+# nothing here uses a relative path. So is a file that is not a symlink:
+# it is its resolved directory and its own name (paths here are
+# normalized: no . or .. leaf), as the tool would say. Anything else goes
+# to the tool, and since $(...) strips every trailing newline, which would
+# silently make a path ending in one another path, its output is fenced
+# with an x and exactly the x and the one newline the tool added come off.
 _ss_canon() {
-  if [ -d "$1" ] && cd -P "$1" 2>/dev/null; then
+  _ss_cpd=$1; _ss_leaf=
+  if [ ! -d "$1" ] && [ -e "$1" ] && [ ! -L "$1" ]; then
+    _ss_cpd=${1%/*}; [ -n "$_ss_cpd" ] || _ss_cpd=/
+    _ss_leaf=/${1##*/}
+  fi
+  if [ -d "$_ss_cpd" ] && cd -P "$_ss_cpd" 2>/dev/null; then
     _ss_r=$PWD
     # -ef is not POSIX but dash, BusyBox, bash and mksh have it; a shell
     # without it fails the test and takes the tool's path.
     # shellcheck disable=SC3013
-    if [ "$_ss_r" -ef . ] && cd /; then return 0; fi
-    cd / || return 1
-  fi
-  # A file that is not a symlink resolves to its resolved directory and
-  # its own name (paths here are normalized: no . or .. leaf), as the tool
-  # would say, without the fork.
-  if [ -e "$1" ] && [ ! -L "$1" ] && [ ! -d "$1" ]; then
-    _ss_cpd=${1%/*}; [ -n "$_ss_cpd" ] || _ss_cpd=/
-    if cd -P "$_ss_cpd" 2>/dev/null; then
-      _ss_r=$PWD
-      # shellcheck disable=SC3013
-      if [ "$_ss_r" -ef . ] && cd /; then _ss_r=${_ss_r%/}/${1##*/}; return 0; fi
-      cd / || return 1
+    if [ "$_ss_r" -ef . ] && cd /; then
+      [ -z "$_ss_leaf" ] || _ss_r=${_ss_r%/}$_ss_leaf
+      return 0
     fi
+    cd / || return 1
   fi
   _ss_r=$(_ss_resolve "$1" && echo x) || return 1; _ss_r=${_ss_r%?x}
 }
