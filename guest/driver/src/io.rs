@@ -23,6 +23,9 @@ pub enum StreamError {
     Closed,
     /// The host reported an error.
     Failed(String),
+    /// [`splice`]'s source reported an error (its destination still works):
+    /// the sandbox's stream, not a host file, failed.
+    Source(String),
 }
 
 impl From<WasiStreamError> for StreamError {
@@ -38,7 +41,7 @@ impl std::fmt::Display for StreamError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             StreamError::Closed => f.write_str("stream closed"),
-            StreamError::Failed(m) => f.write_str(m),
+            StreamError::Failed(m) | StreamError::Source(m) => f.write_str(m),
         }
     }
 }
@@ -90,7 +93,15 @@ pub fn splice(out: &OutputStream, src: &InputStream, len: u64) -> Result<u64, St
                 out.check_write()?;
                 break;
             }
-            Err(e) => return Err(e.into()),
+            // Either side, too. A stream reports its error once and then
+            // reads as closed: the source failed if it no longer reads.
+            Err(WasiStreamError::LastOperationFailed(e)) => {
+                let m = one_line(&e);
+                return Err(match src.read(0) {
+                    Err(_) => StreamError::Source(m),
+                    Ok(_) => StreamError::Failed(m),
+                });
+            }
         }
     }
     Ok(moved)
@@ -188,6 +199,7 @@ impl GuardedInput {
         use crate::bindings::sandbox_sync::provider::types::SyncError;
         self.check_guard(len)?;
         let moved = splice(out, &self.stream, len).map_err(|e| match e {
+            StreamError::Source(m) => sandbox_sync_core::error::stream_failure(&m).into(),
             StreamError::Failed(m) => SyncError::Io(format!("failed to write a host file: {m}")),
             StreamError::Closed => SyncError::Io("a host file stream closed".into()),
         })?;
