@@ -1088,7 +1088,13 @@ fn busybox_commands(a: &Args) -> Result<Option<impl CommandFactory>> {
         let (program, args) = argv
             .split_first()
             .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "empty argv"))?;
-        // A PATH set for the child is the one its program is looked up in.
+        // BusyBox's own sh, as in an Alpine pod (the host's is dash, which
+        // has no $EPOCHREALTIME). A PATH set for the child is the one its
+        // program is looked up in.
+        let program = match program.as_str() {
+            "/bin/sh" | "sh" => bin.join("sh").into_os_string(),
+            other => other.into(),
+        };
         let mut cmd = tokio::process::Command::new(program);
         cmd.args(args).env("PATH", &bin);
         Ok(cmd)
@@ -1657,7 +1663,7 @@ fn link_report(s: &mut String, a: &Args, workloads: &[Workload], rows: &[Row]) {
         .map(|n| n.get())
         .unwrap_or(0);
     let _ = writeln!(s, "## Throttled API-server links\n");
-    let _ = writeln!(s, "Link model: a second in-process exec endpoint per link paces each exec's stdin (client -> process) and stdout (process -> client) to the link's rate, each direction on its own (stream payload; a token bucket with 50 ms of burst), and answers every exec upgrade {LINK_EXEC_LATENCY_MS} ms late (the API server's and the kubelet's round trips; the pod GET is not delayed). There is no per-window RTT and no loss. All of it runs on this machine's {cores} cores: compression on either end competes for CPU with the sandbox's tar, the endpoint and the CLI, as it would not against a real pod. Contenders: `tar-stream-kube` (`--compress none`), `-gzip`, `-zstd` and `-auto` (`--compress gzip|zstd|auto`); the codec column is what the CLI reported using. `raw-pipe` is left out: a plain tar pipe has no throttled form as fair as the endpoint's. Bytes on wire: stdin + stdout payload the endpoint carried (WebSocket and channel framing excluded); MB/s is the workload's bytes over the median. `tar-stream-kube-busybox-none`, `-gzip` and `-auto` are `--compress none`, `gzip` and `auto` against a BusyBox pod: the same kind of endpoint, whose execs run with only the applets of Debian's `busybox-static` on the PATH (sh, tar, find, stat, head, gzip, ...; no zstd). The Daytona contenders (`tar-stream-daytona-none`, `-auto`) run through the Daytona client against a fake toolbox behind the same kind of link: upload and download file bytes, commands and their JSON answers paced to the rate, every HTTP call answered {LINK_EXEC_LATENCY_MS} ms late; their bytes on wire are those bytes (multipart and HTTP framing excluded). Median of {} runs; ratios against `tar-stream-kube` on the same link where it ran, else `tar-stream-kube-auto`.\n", a.link_runs);
+    let _ = writeln!(s, "Link model: a second in-process exec endpoint per link paces each exec's stdin (client -> process) and stdout (process -> client) to the link's rate, each direction on its own (stream payload; a token bucket with 50 ms of burst), and answers every exec upgrade {LINK_EXEC_LATENCY_MS} ms late (the API server's and the kubelet's round trips; the pod GET is not delayed). There is no per-window RTT and no loss. All of it runs on this machine's {cores} cores: compression on either end competes for CPU with the sandbox's tar, the endpoint and the CLI, as it would not against a real pod. Contenders: `tar-stream-kube` (`--compress none`), `-gzip`, `-zstd` and `-auto` (`--compress gzip|zstd|auto`); the codec column is what the CLI reported using. `raw-pipe` is left out: a plain tar pipe has no throttled form as fair as the endpoint's. Bytes on wire: stdin + stdout payload the endpoint carried (WebSocket and channel framing excluded); MB/s is the workload's bytes over the median. `tar-stream-kube-busybox-none`, `-gzip` and `-auto` are `--compress none`, `gzip` and `auto` against a BusyBox pod: the same kind of endpoint, whose execs run BusyBox's own `sh` (as an Alpine pod's `/bin/sh` is) with only the applets of Debian's `busybox-static` on the PATH (sh, tar, find, stat, head, gzip, ...; no zstd). The Daytona contenders (`tar-stream-daytona-none`, `-auto`) run through the Daytona client against a fake toolbox behind the same kind of link: upload and download file bytes, commands and their JSON answers paced to the rate, every HTTP call answered {LINK_EXEC_LATENCY_MS} ms late; their bytes on wire are those bytes (multipart and HTTP framing excluded). Median of {} runs; ratios against `tar-stream-kube` on the same link where it ran, else `tar-stream-kube-auto`.\n", a.link_runs);
     let _ = writeln!(
         s,
         "Workloads on the links (big files are smaller than in the local rows):\n"
