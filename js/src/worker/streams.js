@@ -90,6 +90,9 @@ export class InputStream {
   }
 
   read(len) {
+    // An ended stream reads as closed, zero bytes asked or not (the guest
+    // tells a failed splice's side by it).
+    if (len === 0n && this.ended) throw CLOSED;
     return len === 0n ? new Uint8Array(0) : this.take(len, false);
   }
   blockingRead(len) {
