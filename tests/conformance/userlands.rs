@@ -331,8 +331,15 @@ fn doctor_names_what_each_missing_tool_turns_off() {
             "setsid" => &["command-sessions"],
             "awk" | "find" | "stat" => &["incremental-in-record", "incremental-out"],
             "cp" | "xargs" | "tr" => &["incremental-in-keep"],
-            "cat" => &["compressed-sync-in", "incremental-out"],
-            "head" | "wc" => &["incremental-out"],
+            "cat" => &[
+                "compressed-sync-in",
+                "incremental-out",
+                "measured-compression",
+            ],
+            "head" => &["incremental-out"],
+            "wc" => &["incremental-out", "measured-compression"],
+            // dash has no $EPOCHREALTIME: the clock is GNU date's.
+            "dd" | "date" => &["measured-compression"],
             "mkfifo" => &["compressed-sync-out"],
             "gzip" => &["compressed-listings"],
             _ => &[],
@@ -425,6 +432,60 @@ fn a_missing_tool_is_reported_in_the_result() {
                     .any(|m| m == tool || m.split('|').any(|m| m == tool)),
                 "without {tool:?}: {reported:?}"
             );
+        }
+    }
+}
+
+/// `auto` with only gzip in the pod, over kube: a gzip slower than the
+/// link (`fake:gzip-slow`) is not used after the probe, since it would make
+/// the sync slower; the clock is GNU date's (dash has no `$EPOCHREALTIME`).
+/// Without a clock the sandbox cannot time its gzip: it says so
+/// (`measured-compression`) and gzips as before.
+#[test]
+fn auto_uses_gzip_only_where_it_beats_the_link() {
+    if !compresses() {
+        return;
+    }
+    let text: Vec<u8> = (0..(3usize << 20))
+        .map(|i| b"2026-12-04T05:00:00Z INFO agent step ok\n"[i % 40])
+        .collect();
+    let cases: [(&'static [&'static str], bool, &[&str]); 2] = [
+        (
+            replacing(&["gzip", "zstd"], &["fake:gzip-slow"]),
+            false,
+            &[],
+        ),
+        (
+            replacing(&["zstd", "date"], &[]),
+            true,
+            &["measured-compression"],
+        ),
+    ];
+    for (tools, gzipped, degraded) in cases {
+        for protocol in [k8s_server::Protocol::V4, k8s_server::Protocol::V5] {
+            let sb = Sandbox::new(Env {
+                userland: Userland::Tools(tools),
+                transport: Transport::Kube(protocol),
+            });
+            sb.write_remote("log.txt", &text);
+            let mut opts = sb.options();
+            opts.compress = sandbox_sync_host::provider::Compress::Auto;
+            let back = sb.host.join("log.txt");
+            let out = sb
+                .sync_out_with(
+                    &[op("o", vec![file_out(sb.remote("log.txt"), &back)])],
+                    &opts,
+                )
+                .unwrap_or_else(|e| panic!("{tools:?} {protocol:?}: {}", e.error));
+            assert_eq!(std::fs::read(&back).unwrap(), text);
+            let codecs: Vec<&str> = out.compression.iter().map(|c| c.codec).collect();
+            assert_eq!(
+                codecs,
+                if gzipped { vec!["gzip"] } else { vec![] },
+                "{tools:?} {protocol:?}"
+            );
+            let off: Vec<&str> = out.degraded.iter().map(|d| d.feature.as_str()).collect();
+            assert_eq!(off, degraded, "{tools:?} {protocol:?}: {:?}", out.degraded);
         }
     }
 }

@@ -496,13 +496,20 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
 
 /// A scripted stand-in for a host tool, by `name`:
 /// `dd-without-count-bytes` is GNU dd that refuses `iflag=count_bytes`, as
-/// coreutils before 8.16 did (and still has `iflag=fullblock`).
+/// coreutils before 8.16 did (and still has `iflag=fullblock`);
+/// `gzip-slow` is GNU gzip that takes 0.4 s longer each time (a pod's gzip
+/// slower than its link).
 fn fake_tool(root: &Path, name: &str) {
     let (tool, real, script) = match name {
         "dd-without-count-bytes" => (
             "dd",
             "/bin/dd",
             "#!/bin/sh\ncase \" $* \" in *count_bytes*) echo 'dd: invalid input flag: count_bytes' >&2; exit 1 ;; esac\nexec /bin/dd.real \"$@\"\n",
+        ),
+        "gzip-slow" => (
+            "gzip",
+            "/bin/gzip",
+            "#!/bin/sh\nsleep 0.4\nexec /bin/gzip.real \"$@\"\n",
         ),
         other => panic!("no fake tool {other}"),
     };

@@ -15,6 +15,15 @@ use crate::bindings::sandbox_sync::provider::sandbox_exec::{self, Compression};
 /// save on a small transfer.
 pub const AUTO_MIN_BYTES: u64 = 1 << 20;
 
+/// Under `auto`, a sync-out's gzip is chosen by the link's speed too: the
+/// sandbox first sends this much of its archive as a probe, which the
+/// host times and drops, and gzips only where its gzip is faster than the
+/// link (see `offer_compression`). Half a MiB is ~10 ms at 50 MB/s, enough
+/// to time a fast link, and costs a 5 MB/s one a tenth of a second. A
+/// multiple of 64 KiB (the sandbox's sampler reads such blocks).
+pub const LINK_PROBE: u64 = 512 << 10;
+const _: () = assert!(LINK_PROBE.is_multiple_of(64 << 10));
+
 /// Files sampled, spread over the transfer's bytes, and bytes read from each.
 const SAMPLES: u64 = 8;
 const SAMPLE_BYTES: u64 = 32 << 10;

@@ -132,6 +132,10 @@ pub struct NewFile<'a> {
     pub len: u64,
 }
 
+/// The highest link rate [`GuardedInput::skip_timed`] reports (1 TB/s):
+/// the sandbox compares it in shell arithmetic, which must not overflow.
+pub const MAX_RATE: u64 = 1_000_000_000_000;
+
 /// The sandbox's stdout, read with a byte guard.
 ///
 /// Headers are read 512 bytes at a time and contents are spliced, so no
@@ -253,6 +257,40 @@ impl GuardedInput {
             len -= n;
         }
         Ok(())
+    }
+
+    /// Discards exactly `len` bytes, timing their arrival: bytes a second
+    /// from the first read to the last, not counting the first read's
+    /// (they may have waited in a buffer); at most [`MAX_RATE`], which is
+    /// also the rate of bytes that came in one read.
+    pub fn skip_timed(&mut self, mut len: u64) -> Result<u64, CoreError> {
+        let (mut first, mut last, mut timed) = (None, None, 0u64);
+        while len > 0 {
+            let n = match self.stream.blocking_skip(len) {
+                Ok(n) => n,
+                Err(e) => return Err(self.fail(e)),
+            };
+            self.count(n)?;
+            len -= n;
+            let now = std::time::Instant::now();
+            if first.is_none() {
+                first = Some(now);
+            } else {
+                timed += n;
+                last = Some(now);
+            }
+        }
+        Ok(match (first, last) {
+            (Some(f), Some(l)) if l > f && timed > 0 => {
+                let r = timed as f64 / (l - f).as_secs_f64();
+                if r >= MAX_RATE as f64 {
+                    MAX_RATE
+                } else {
+                    r as u64
+                }
+            }
+            _ => MAX_RATE,
+        })
     }
 
     /// Discards what already arrived, up to `max` bytes, to explain a

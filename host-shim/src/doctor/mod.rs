@@ -41,6 +41,10 @@ const FEATURES: &[(&str, &str)] = &[
     ("incremental-out", "sync-out keeps unchanged files"),
     ("compressed-sync-in", "sync-in compressed"),
     ("compressed-sync-out", "sync-out compressed"),
+    (
+        "measured-compression",
+        "auto gzips a sync-out only where that beats the link",
+    ),
     ("compressed-listings", "listings gzipped over a link"),
 ];
 

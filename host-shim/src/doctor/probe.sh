@@ -36,6 +36,10 @@ feature() {
     case $t in
       /*) [ -e "$t" ] || m="$m $t" ;;
       exact-read) [ -n "$exact" ] || m="$m GNU-head|dd-iflag=count_bytes,fullblock" ;;
+      dd-fullblock) ! command -v dd >/dev/null 2>&1 \
+          || [ "$(printf xyz | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = xy ] || m="$m dd-iflag=fullblock" ;;
+      clock) [ -n "${EPOCHREALTIME-}" ] || case $(date +%s%N 2>/dev/null) in
+          '' | *[!0-9]* | *000000000) m="$m EPOCHREALTIME|date+%N" ;; esac ;;
       *'|'*) o=${t%%|*} p=${t#*|}
         command -v "$o" >/dev/null 2>&1 || command -v "$p" >/dev/null 2>&1 || m="$m $o|$p" ;;
       *) command -v "$t" >/dev/null 2>&1 || m="$m $t" ;;
@@ -60,4 +64,6 @@ else
 fi
 feature compressed-sync-in cat /dev/null 'zstd|gzip'
 feature compressed-sync-out mkfifo 'zstd|gzip'
+# As _ss_zbegin (outbound.sh) checks before `auto` times its gzip.
+feature measured-compression dd dd-fullblock wc cat clock
 feature compressed-listings gzip

@@ -31,6 +31,8 @@ pub struct ScriptedBackend {
     steps: Arc<Vec<Step>>,
     exit: ExitInfo,
     argvs: Arc<Mutex<Vec<Vec<String>>>>,
+    /// Plays a sandbox across a link (`auto` then compresses).
+    remote: bool,
 }
 
 impl ScriptedBackend {
@@ -49,7 +51,15 @@ impl ScriptedBackend {
                 ..ExitInfo::default()
             },
             argvs: Arc::default(),
+            remote: false,
         }
+    }
+
+    /// The same sandbox, as if across a network link: `auto` compression
+    /// applies, as to a pod.
+    pub fn remote(mut self) -> Self {
+        self.remote = true;
+        self
     }
 
     /// The argv of every exec started so far.
@@ -135,8 +145,9 @@ impl ExecBackend for ScriptedBackend {
         "scripted"
     }
 
-    /// In-process: nothing to gain from compressing.
+    /// In-process: nothing to gain from compressing, unless it plays a
+    /// remote sandbox.
     fn is_local(&self) -> bool {
-        true
+        !self.remote
     }
 }

@@ -28,10 +28,11 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         mappings,
         text,
         offered,
+        probes,
         listed,
         facts,
         ..
-    } = prepare(req, targets, codec::incremental())?;
+    } = prepare(req, targets, codec::incremental(), true)?;
     let limits = &req.limits;
     let started =
         sandbox_sync_driver::exec::start(text.len(), limits.timeout_ms, limits.max_stderr_bytes)?;
@@ -46,6 +47,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
             exec: &exec,
             stdin: &stdin,
             offered,
+            probes,
             listed: &listed,
             facts: &facts,
             decided: None,

@@ -35,6 +35,8 @@ pub struct Prepared<'a> {
     pub text: String,
     /// A codec was offered.
     pub offered: bool,
+    /// The program may send a probe of the link before its codec frame.
+    pub probes: bool,
     /// Mappings the program lists first, in order.
     pub listed: Vec<usize>,
     /// The host's record of each listed mapping's target.
@@ -45,11 +47,14 @@ pub struct Prepared<'a> {
 }
 
 /// Validates the request and builds the program; `incremental`: list the
-/// sources whose targets hold files, and leave out what the host keeps.
+/// sources whose targets hold files, and leave out what the host keeps;
+/// `probe`: the host can answer on stdin, so `auto` may choose gzip by
+/// the link's speed ([`codec::LINK_PROBE`]).
 pub fn prepare<'a>(
     req: &'a SyncRequest,
     targets: &[&GrantedDir],
     incremental: bool,
+    probe: bool,
 ) -> Result<Prepared<'a>, SyncError> {
     let root = normalize_remote_dir(&req.remote_dir)?;
     sandbox_sync_driver::plan::check_modes(req)?;
@@ -129,10 +134,12 @@ pub fn prepare<'a>(
     }
     let policy = codec::policy();
     let offer = codec::preference(policy);
+    let probes = probe && policy == Compression::Auto && !offer.is_empty();
     if !offer.is_empty() {
         // `auto` samples the first mapping's archive before it settles
         // for gzip.
-        script.offer_compression(offer, policy == Compression::Auto);
+        let auto = policy == Compression::Auto;
+        script.offer_compression(offer, auto, probes.then_some(codec::LINK_PROBE));
     }
     let program = script.clone();
     let text = script.finish()?;
@@ -142,6 +149,7 @@ pub fn prepare<'a>(
         mappings,
         text,
         offered: !offer.is_empty(),
+        probes,
         listed,
         facts,
         program,

@@ -19,7 +19,7 @@ use sandbox_sync_driver::bindings::sandbox_sync::provider::types::{
 use sandbox_sync_driver::bindings::wasi::io::streams::{InputStream, OutputStream};
 use sandbox_sync_driver::codec;
 use sandbox_sync_driver::extract::{expect_empty, stage_dir, stage_file, Kept, Pending, Staged};
-use sandbox_sync_driver::io::GuardedInput;
+use sandbox_sync_driver::io::{self, GuardedInput};
 use sandbox_sync_driver::request::{self, Mapping};
 
 use super::keep::{self, Keeping};
@@ -31,6 +31,8 @@ pub struct Channel<'a> {
     pub stdin: &'a OutputStream,
     /// A codec was offered.
     pub offered: bool,
+    /// The program may send a probe of the link before its codec frame.
+    pub probes: bool,
     /// Directory mappings the program lists first, in order.
     pub listed: &'a [usize],
     /// The host's record of each listed mapping's target.
@@ -110,7 +112,23 @@ impl<'r, 'a> Receiver<'r, 'a> {
         let mut kept = std::mem::take(&mut keeping.kept);
         let held = std::mem::take(&mut keeping.held);
         if channel.offered {
-            match read_marker(&mut self.input)? {
+            let mut marker = read_marker(&mut self.input)?;
+            if let Marker::Probe(len) = marker {
+                // Only the probe this program was written to send.
+                if !channel.probes || len != codec::LINK_PROBE {
+                    return Err(SyncError::UnsafeArchive(format!(
+                        "the sandbox sent a {len}-byte probe it was not asked for"
+                    )));
+                }
+                let rate = self.input.skip_timed(len)?;
+                io::write_all(channel.stdin, format!("{rate}\n").as_bytes())
+                    .and_then(|()| io::flush(channel.stdin))
+                    .map_err(|e| {
+                        SyncError::Transport(format!("failed to answer the sandbox's probe: {e}"))
+                    })?;
+                marker = read_marker(&mut self.input)?;
+            }
+            match marker {
                 Marker::Codec(None) => {}
                 Marker::Codec(Some(c)) => channel
                     .exec

@@ -43,7 +43,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         listed,
         facts,
         program,
-    } = prepare(req, targets, codec::incremental())?;
+        ..
+    } = prepare(req, targets, codec::incremental(), false)?;
     let limits = &req.limits;
     let base = root.trim_end_matches('/');
     let out = format!("{base}/{scratch}.out");
@@ -125,6 +126,7 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
         exec: &exec,
         stdin: &stdin,
         offered,
+        probes: false,
         listed: &listed,
         facts: &facts,
         decided,

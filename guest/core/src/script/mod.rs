@@ -294,7 +294,7 @@ mod tests {
             .unwrap();
         o.file(0, 1, "/w/f", Some(1)).unwrap();
         o.op_done(0);
-        o.offer_compression(&[Codec::Zstd, Codec::Gzip], true);
+        o.offer_compression(&[Codec::Zstd, Codec::Gzip], true, Some(524_288));
         let out_report = o.report_program(".paperclip-upload-r").unwrap().unwrap();
         let answered = o
             .clone()

@@ -86,14 +86,22 @@ impl OutboundScript {
     /// run: the program first prints a plain [`Marker::Codec`] naming it
     /// (or `none`), then everything else through it. With `sample`, gzip
     /// is used only if the first mapping's archive (as the host's answer
-    /// left it: what will be sent) samples as compressible.
-    pub fn offer_compression(&mut self, prefer: &[Codec], sample: bool) {
+    /// left it: what will be sent) samples as compressible. With `probe`
+    /// (bytes, a multiple of 64 KiB; the host answers on stdin), sampled
+    /// gzip is also chosen by the link: the first that many bytes of that
+    /// archive go first as a [`Marker::Probe`] frame, which the host times
+    /// and answers with the link's rate, and gzip stays only where the
+    /// sandbox's gzip, timed on them, is faster.
+    pub fn offer_compression(&mut self, prefer: &[Codec], sample: bool, probe: Option<u64>) {
         let mut s = String::from("_ss_pick");
         for c in prefer {
             let _ = write!(s, " {}", c.name());
         }
         s.push('\n');
         if let Some(first) = self.first.as_ref().filter(|_| sample) {
+            if let Some(p) = probe {
+                let _ = writeln!(s, "[ \"$_ss_codec\" != gzip ] || _ss_canprobe {p}");
+            }
             // A subshell archives it once more into the sampler, which
             // stops reading after 64 MiB; its errors are the body's to
             // report.
@@ -102,7 +110,7 @@ impl OutboundScript {
                 "[ \"$_ss_codec\" != gzip ] || {{ ({first}) 2>/dev/null | _ss_worth; }} || _ss_codec=none"
             );
         }
-        s.push_str("_ss_mark \"codec $_ss_codec\"\n[ \"$_ss_codec\" = none ] || _ss_zstart \"$_ss_codec\"\n");
+        s.push_str("_ss_zbegin\n");
         self.codec = Some(s);
     }
 

@@ -1,6 +1,9 @@
 _ss_mark() { printf '%-511s\n' "$_ss_TAG $1"; }
 # The directory mapping whose keep list the next _ss_odir excludes.
 _ss_kf=
+# Bytes of the first archive _ss_worth keeps as the link's probe (none:
+# the codec is chosen without one).
+_ss_aprobe=
 # Incremental: frames the regular files of source $2 (directory mapping
 # $1, symlinks followed where $3 is 1) as one listing (a "list <k> <bytes>
 # <probe>" marker, the "<identity> ./path" lines of _ss_files, zeros to a
@@ -230,30 +233,46 @@ _ss_pick() {
 # judged from 64 KiB read at 0, 1, 2, 4 ... 64 MiB into it, each counted
 # for the span up to the next: the bulk decides, not whatever the first
 # MiB holds (a tree whose binaries come first is mostly text). Without
-# dd, its first MiB.
+# dd, its first MiB. With _ss_aprobe, the first sample is that many bytes,
+# kept (p) for _ss_zbegin's probe, and gzip's speed on it (C, bytes a
+# second: this stream's, on this sandbox's CPU).
 _ss_worth() {
   _ss_n=0; _ss_z=0
   if ! command -v dd >/dev/null 2>&1; then
-    head -c 1048576 >"$_ss_S/w" 2>/dev/null && _ss_wadd 1
+    head -c 1048576 >"$_ss_S/w" 2>/dev/null && _ss_wadd "$_ss_S/w" 1048576 1
   else
     _ss_p=0; _ss_s=0
+    if [ -n "$_ss_aprobe" ]; then
+      _ss_b=$((_ss_aprobe / 65536))
+      dd bs=65536 count="$_ss_b" iflag=fullblock >"$_ss_S/p" 2>/dev/null || return 1
+      _ss_a=; ! _ss_now || _ss_a=$_ss_t
+      if _ss_wadd "$_ss_S/p" "$_ss_aprobe" $(((16 + _ss_b - 1) / _ss_b)); then
+        if [ -n "$_ss_a" ] && _ss_now && [ "$_ss_t" -gt "$_ss_a" ]; then
+          echo $((_ss_aprobe * 1000000 / (_ss_t - _ss_a))) >"$_ss_S/C"
+        fi
+        _ss_p=16; _ss_s=$((16 - _ss_b))
+      else
+        _ss_p=2048
+      fi
+    fi
     while [ "$_ss_p" -le 1024 ]; do
       dd bs=65536 skip="$_ss_s" count=1 iflag=fullblock >"$_ss_S/w" 2>/dev/null || break
       _ss_q=$((_ss_p < 16 ? 16 : _ss_p * 2))
-      _ss_wadd $((_ss_q - _ss_p)) || break
+      _ss_wadd "$_ss_S/w" 65536 $((_ss_q - _ss_p)) || break
       _ss_s=$((_ss_q - _ss_p - 1)); _ss_p=$_ss_q
     done
   fi
   rm -f "$_ss_S/w"
   [ "$_ss_n" -gt 0 ] && [ $((_ss_z * 10)) -lt $((_ss_n * 9)) ]
 }
-# Counts sample w (in blocks of 64 KiB) as standing for $1 blocks; false
-# when the stream has ended (a short or empty sample stands for itself).
+# Counts sample $1 as standing for $3 times its size where it is whole ($2
+# bytes); false when the stream has ended (a short or empty sample stands
+# for itself).
 _ss_wadd() {
-  _ss_c=$(wc -c <"$_ss_S/w") && _ss_g=$(gzip -1 -c <"$_ss_S/w" | wc -c) || return 1
-  [ "$_ss_c" -eq 65536 ] && _ss_w=$1 || _ss_w=1
+  _ss_c=$(wc -c <"$1") && _ss_g=$(gzip -1 -c <"$1" | wc -c) || return 1
+  [ "$_ss_c" -eq "$2" ] && _ss_w=$3 || _ss_w=1
   _ss_n=$((_ss_n + _ss_c * _ss_w)); _ss_z=$((_ss_z + _ss_g * _ss_w))
-  [ "$_ss_c" -eq 65536 ]
+  [ "$_ss_c" -eq "$2" ]
 }
 # From here on stdout is compressed with $1 as one stream, by a compressor
 # that reads a fifo in the scratch dir and writes the exec's stdout.
@@ -265,6 +284,51 @@ _ss_zstart() {
   esac
   _ss_zp=$!
   exec >"$_ss_S/z"
+}
+# Starts the codec _ss_pick chose, after its marker. Where _ss_worth kept
+# a probe (auto, gzip, over an exec: _ss_canprobe), the link decides
+# first: the probe goes out as a frame the host times and drops, and the
+# host answers with the link's rate (bytes a second). Gzip stays only
+# where it is faster than that by 15% (it shares the CPU with tar) or
+# could not be timed: BusyBox's gzip ignores -1 and runs at 25-35 MB/s,
+# which slows a fast link down.
+_ss_zbegin() {
+  if [ -n "$_ss_aprobe" ] && [ "$_ss_codec" = gzip ] && [ -s "$_ss_S/C" ] \
+    && [ "$(wc -c <"$_ss_S/p")" -eq "$_ss_aprobe" ]; then
+    _ss_mark "probe $_ss_aprobe"
+    cat "$_ss_S/p" || _ss_die "$_ss_E_EXTRACT" 'cannot send the probe'
+    read -r _ss_l || _ss_l=
+    read -r _ss_c <"$_ss_S/C" || _ss_c=
+    case $_ss_l in '' | *[!0-9]*) _ss_l=0 ;; esac
+    case $_ss_c in '' | *[!0-9]*) _ss_c=0 ;; esac
+    [ "$_ss_c" -eq 0 ] || [ $((_ss_c * 20)) -gt $((_ss_l * 23)) ] || _ss_codec=none
+  fi
+  [ -z "$_ss_aprobe" ] || rm -f "$_ss_S/p" "$_ss_S/C"
+  _ss_mark "codec $_ss_codec"
+  [ "$_ss_codec" = none ] || _ss_zstart "$_ss_codec"
+}
+# Sets _ss_aprobe to $1 (bytes, a multiple of 64 KiB) where this sandbox
+# can keep a probe and time its gzip; else says what it lacks.
+_ss_canprobe() {
+  _ss_m=$(_ss_lacks dd wc cat)
+  [ -n "$_ss_m" ] || [ "$(printf xyz | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = xy ] \
+    || _ss_m=dd-iflag=fullblock
+  _ss_now || _ss_m="${_ss_m:+$_ss_m }EPOCHREALTIME|date+%N"
+  if [ -n "$_ss_m" ]; then _ss_off measured-compression "$_ss_m"; else _ss_aprobe=$1; fi
+}
+# Sets _ss_t to the time in microseconds: the shell's $EPOCHREALTIME (bash,
+# BusyBox ash) or GNU date's nanoseconds; false without either.
+_ss_now() {
+  # shellcheck disable=SC3028 # unset in a shell without it: then date.
+  case ${EPOCHREALTIME-} in
+    [0-9]*[.,][0-9]*) _ss_t=${EPOCHREALTIME%[.,]*}${EPOCHREALTIME#*[.,]} ;;
+    *)
+      _ss_t=$(date +%s%N 2>/dev/null) || return 1
+      # A date without %N prints it, or zeros.
+      case $_ss_t in *000000000) return 1 ;; esac
+      _ss_t=${_ss_t%???} ;;
+  esac
+  case $_ss_t in '' | *[!0-9]*) return 1 ;; esac
 }
 # Ends the compressed stream and waits for the compressor to flush it.
 _ss_zend() {

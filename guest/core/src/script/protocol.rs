@@ -90,6 +90,10 @@ pub enum Marker {
     /// Everything after this marker is compressed with the codec (none:
     /// plain), as one stream.
     Codec(Option<Codec>),
+    /// The next `len` bytes are a probe of the link, which the host times
+    /// and drops, then answers on stdin with the rate (bytes a second); a
+    /// [`Marker::Codec`] follows (see `offer_compression`).
+    Probe(u64),
     /// The next tar stream is mapping `map` of operation `op`.
     Mapping {
         /// Operation index.
@@ -126,6 +130,7 @@ impl Marker {
             Marker::OpDone(op) => format!("op {op}"),
             Marker::End => "end".to_owned(),
             Marker::Codec(c) => format!("codec {}", choice_name(*c)),
+            Marker::Probe(len) => format!("probe {len}"),
             Marker::Listing {
                 mapping,
                 len,
@@ -181,6 +186,7 @@ pub fn parse_marker(block: &[u8]) -> Option<Marker> {
         ("op", Some(op), None) => Marker::OpDone(op.parse().ok()?),
         ("end", None, None) => Marker::End,
         ("codec", Some(c), None) => Marker::Codec(Codec::parse_choice(c)?),
+        ("probe", Some(len), None) => Marker::Probe(len.parse().ok()?),
         _ => return None,
     };
     words.next().is_none().then_some(m)
@@ -233,6 +239,7 @@ pub const FEATURES: &[&str] = &[
     "incremental-out",
     "compressed-sync-in",
     "compressed-sync-out",
+    "measured-compression",
     "compressed-listings",
 ];
 
@@ -298,6 +305,7 @@ mod tests {
             Marker::End,
             Marker::Codec(None),
             Marker::Codec(Some(Codec::Zstd)),
+            Marker::Probe(524_288),
             Marker::Listing {
                 mapping: 4,
                 len: 1234,
