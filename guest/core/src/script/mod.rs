@@ -191,6 +191,31 @@ fn seconds(ms: u64) -> String {
 mod tests {
     use super::*;
 
+    /// A part that defines a function the library defines replaces it for
+    /// the whole program, silently (outbound.sh's link probe once took the
+    /// name of the library's clock probe, and incremental listings broke).
+    #[test]
+    fn no_part_redefines_a_library_function() {
+        let defined = |text: &'static str| -> Vec<&'static str> {
+            text.lines()
+                .filter_map(|l| l.strip_suffix("() {"))
+                .filter(|n| n.starts_with("_ss_") && !n.contains(' '))
+                .collect()
+        };
+        let library = defined(LIBRARY);
+        for (name, part) in [
+            ("inbound", INBOUND),
+            ("outbound", OUTBOUND),
+            ("fallback", FALLBACK),
+        ] {
+            let mut seen = library.clone();
+            for f in defined(part) {
+                assert!(!seen.contains(&f), "{name}.sh defines {f} again");
+                seen.push(f);
+            }
+        }
+    }
+
     #[test]
     fn argv_is_small_and_constant() {
         let a = argv(123_456);

@@ -104,13 +104,15 @@ impl OutboundScript {
             }
             // A subshell archives it once more into the sampler, which
             // stops reading after 64 MiB; its errors are the body's to
-            // report.
+            // report. A probe's answer comes on stdin, which the sampler
+            // reads as fd 6.
+            let stdin = if probe.is_some() { " 6<&0" } else { "" };
             let _ = writeln!(
                 s,
-                "[ \"$_ss_codec\" != gzip ] || {{ ({first}) 2>/dev/null | _ss_worth; }} || _ss_codec=none"
+                "[ \"$_ss_codec\" != gzip ] || {{ ({first}) 2>/dev/null | _ss_worth; }}{stdin} || _ss_codec=none"
             );
         }
-        s.push_str("_ss_zbegin\n");
+        s.push_str("_ss_mark \"codec $_ss_codec\"\n[ \"$_ss_codec\" = none ] || _ss_zstart \"$_ss_codec\"\n");
         self.codec = Some(s);
     }
 

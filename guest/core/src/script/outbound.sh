@@ -1,8 +1,8 @@
 _ss_mark() { printf '%-511s\n' "$_ss_TAG $1"; }
 # The directory mapping whose keep list the next _ss_odir excludes.
 _ss_kf=
-# Bytes of the first archive _ss_worth keeps as the link's probe (none:
-# the codec is chosen without one).
+# Bytes of the first archive _ss_worth sends as a probe of the link (none:
+# the codec is chosen without one; see _ss_canprobe).
 _ss_aprobe=
 # Incremental: frames the regular files of source $2 (directory mapping
 # $1, symlinks followed where $3 is 1) as one listing (a "list <k> <bytes>
@@ -234,10 +234,11 @@ _ss_pick() {
 # for the span up to the next: the bulk decides, not whatever the first
 # MiB holds (a tree whose binaries come first is mostly text). Without
 # dd, its first MiB. With _ss_aprobe, the first sample is that many bytes,
-# kept (p) for _ss_zbegin's probe, and gzip's speed on it (C, bytes a
-# second: this stream's, on this sandbox's CPU).
+# gzip is timed on it (this stream, this sandbox's CPU), and where the
+# archive passes 2 MiB it goes to the host as a probe of the link
+# (_ss_linkprobe).
 _ss_worth() {
-  _ss_n=0; _ss_z=0
+  _ss_n=0; _ss_z=0; _ss_gs=0
   if ! command -v dd >/dev/null 2>&1; then
     head -c 1048576 >"$_ss_S/w" 2>/dev/null && _ss_wadd "$_ss_S/w" 1048576 1
   else
@@ -248,7 +249,7 @@ _ss_worth() {
       _ss_a=; ! _ss_now || _ss_a=$_ss_t
       if _ss_wadd "$_ss_S/p" "$_ss_aprobe" $(((16 + _ss_b - 1) / _ss_b)); then
         if [ -n "$_ss_a" ] && _ss_now && [ "$_ss_t" -gt "$_ss_a" ]; then
-          echo $((_ss_aprobe * 1000000 / (_ss_t - _ss_a))) >"$_ss_S/C"
+          _ss_gs=$((_ss_aprobe * 1000000 / (_ss_t - _ss_a)))
         fi
         _ss_p=16; _ss_s=$((16 - _ss_b))
       else
@@ -259,11 +260,31 @@ _ss_worth() {
       dd bs=65536 skip="$_ss_s" count=1 iflag=fullblock >"$_ss_S/w" 2>/dev/null || break
       _ss_q=$((_ss_p < 16 ? 16 : _ss_p * 2))
       _ss_wadd "$_ss_S/w" 65536 $((_ss_q - _ss_p)) || break
+      # Past 2 MiB the link decides first (a probe would cost a shorter
+      # stream more than gzip can lose there); where it outruns gzip, the
+      # rest of the sample would only delay a plain stream.
+      if [ "$_ss_p" -eq 32 ] && [ "$_ss_gs" -gt 0 ] && ! _ss_linkprobe "$_ss_gs"; then
+        rm -f "$_ss_S/w" "$_ss_S/p"
+        return 1
+      fi
       _ss_s=$((_ss_q - _ss_p - 1)); _ss_p=$_ss_q
     done
   fi
-  rm -f "$_ss_S/w"
+  rm -f "$_ss_S/w" "$_ss_S/p"
   [ "$_ss_n" -gt 0 ] && [ $((_ss_z * 10)) -lt $((_ss_n * 9)) ]
+}
+# Sends the kept sample p as a probe frame, which the host times and
+# drops, and reads the link's rate it answers with (bytes a second) on fd
+# 6, the exec's stdin; false where gzip, at $1 bytes a second on this
+# stream, is not faster than that by 15% (it shares the CPU with tar):
+# BusyBox's gzip ignores -1 and runs at 25-35 MB/s, slower than a fast
+# link.
+_ss_linkprobe() {
+  _ss_mark "probe $_ss_aprobe"
+  cat "$_ss_S/p" || exit 1
+  read -r _ss_l <&6 || _ss_l=
+  case $_ss_l in '' | *[!0-9]*) _ss_l=0 ;; esac
+  [ $(($1 * 20)) -gt $((_ss_l * 23)) ]
 }
 # Counts sample $1 as standing for $3 times its size where it is whole ($2
 # bytes); false when the stream has ended (a short or empty sample stands
@@ -284,28 +305,6 @@ _ss_zstart() {
   esac
   _ss_zp=$!
   exec >"$_ss_S/z"
-}
-# Starts the codec _ss_pick chose, after its marker. Where _ss_worth kept
-# a probe (auto, gzip, over an exec: _ss_canprobe), the link decides
-# first: the probe goes out as a frame the host times and drops, and the
-# host answers with the link's rate (bytes a second). Gzip stays only
-# where it is faster than that by 15% (it shares the CPU with tar) or
-# could not be timed: BusyBox's gzip ignores -1 and runs at 25-35 MB/s,
-# which slows a fast link down.
-_ss_zbegin() {
-  if [ -n "$_ss_aprobe" ] && [ "$_ss_codec" = gzip ] && [ -s "$_ss_S/C" ] \
-    && [ "$(wc -c <"$_ss_S/p")" -eq "$_ss_aprobe" ]; then
-    _ss_mark "probe $_ss_aprobe"
-    cat "$_ss_S/p" || _ss_die "$_ss_E_EXTRACT" 'cannot send the probe'
-    read -r _ss_l || _ss_l=
-    read -r _ss_c <"$_ss_S/C" || _ss_c=
-    case $_ss_l in '' | *[!0-9]*) _ss_l=0 ;; esac
-    case $_ss_c in '' | *[!0-9]*) _ss_c=0 ;; esac
-    [ "$_ss_c" -eq 0 ] || [ $((_ss_c * 20)) -gt $((_ss_l * 23)) ] || _ss_codec=none
-  fi
-  [ -z "$_ss_aprobe" ] || rm -f "$_ss_S/p" "$_ss_S/C"
-  _ss_mark "codec $_ss_codec"
-  [ "$_ss_codec" = none ] || _ss_zstart "$_ss_codec"
 }
 # Sets _ss_aprobe to $1 (bytes, a multiple of 64 KiB) where this sandbox
 # can keep a probe and time its gzip; else says what it lacks.
