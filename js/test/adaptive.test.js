@@ -1,8 +1,8 @@
 // `auto` over a remote exec where the sandbox has gzip and no zstd (BusyBox
-// images): the sandbox times its gzip on the archive's first 512 KiB and
-// sends them as a probe, which the component times as this host delivers
-// it and answers with the link's rate; gzip stays only where it beats the
-// link.
+// images): the sandbox times its gzip on the first 512 KiB of an archive
+// past 4 MiB and sends them as a probe, which the component times as this
+// host delivers it and answers with the link's rate; gzip stays only where
+// it beats the link.
 
 import assert from 'node:assert/strict';
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -35,7 +35,7 @@ describe('auto chooses gzip by the link', () => {
   let provider;
   let dir;
   let remote;
-  const text = 'agent step=42 status=ok 2026-12-04T05:00:00Z\n'.repeat(70_000); // ~3.2 MB
+  const text = 'agent step=42 status=ok 2026-12-04T05:00:00Z\n'.repeat(140_000); // ~6.4 MB: probed past 4 MiB
   /** A local sandbox with every tool of /usr/bin but zstd, and gzip as `gzip` (a script). */
   const sandbox = (gzip) => {
     const bin = join(dir, `bin-${Math.random().toString(16).slice(2)}`);

@@ -446,7 +446,7 @@ fn auto_uses_gzip_only_where_it_beats_the_link() {
     if !compresses() {
         return;
     }
-    let text: Vec<u8> = (0..(3usize << 20))
+    let text: Vec<u8> = (0..(6usize << 20))
         .map(|i| b"2026-12-04T05:00:00Z INFO agent step ok\n"[i % 40])
         .collect();
     let cases: [(&'static [&'static str], bool, &[&str]); 2] = [

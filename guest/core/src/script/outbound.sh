@@ -235,7 +235,7 @@ _ss_pick() {
 # MiB holds (a tree whose binaries come first is mostly text). Without
 # dd, its first MiB. With _ss_aprobe, the first sample is that many bytes,
 # gzip is timed on it (this stream, this sandbox's CPU), and where the
-# archive passes 2 MiB it goes to the host as a probe of the link
+# archive passes 4 MiB it goes to the host as a probe of the link
 # (_ss_linkprobe).
 _ss_worth() {
   _ss_n=0; _ss_z=0; _ss_gs=0
@@ -260,10 +260,11 @@ _ss_worth() {
       dd bs=65536 skip="$_ss_s" count=1 iflag=fullblock >"$_ss_S/w" 2>/dev/null || break
       _ss_q=$((_ss_p < 16 ? 16 : _ss_p * 2))
       _ss_wadd "$_ss_S/w" 65536 $((_ss_q - _ss_p)) || break
-      # Past 2 MiB the link decides first (a probe would cost a shorter
-      # stream more than gzip can lose there); where it outruns gzip, the
-      # rest of the sample would only delay a plain stream.
-      if [ "$_ss_p" -eq 32 ] && [ "$_ss_gs" -gt 0 ] && ! _ss_linkprobe "$_ss_gs"; then
+      # Past 4 MiB the link decides first: below, a slow gzip loses about
+      # what the probe costs a slow link (0.1 s at 5 MB/s). Where the link
+      # outruns gzip, the rest of the sample would only delay a plain
+      # stream.
+      if [ "$_ss_p" -eq 64 ] && [ "$_ss_gs" -gt 0 ] && ! _ss_linkprobe "$_ss_gs"; then
         rm -f "$_ss_S/w" "$_ss_S/p"
         return 1
       fi
