@@ -249,14 +249,19 @@ impl GuardedInput {
     /// Discards exactly `len` bytes.
     pub fn skip(&mut self, mut len: u64) -> Result<(), CoreError> {
         while len > 0 {
-            let n = match self.stream.blocking_skip(len) {
-                Ok(n) => n,
-                Err(e) => return Err(self.fail(e)),
-            };
-            self.count(n)?;
-            len -= n;
+            len -= self.skip_some(len)?;
         }
         Ok(())
+    }
+
+    /// Discards what arrives next, at most `len` bytes (waits for some).
+    fn skip_some(&mut self, len: u64) -> Result<u64, CoreError> {
+        let n = match self.stream.blocking_skip(len) {
+            Ok(n) => n,
+            Err(e) => return Err(self.fail(e)),
+        };
+        self.count(n)?;
+        Ok(n)
     }
 
     /// Discards exactly `len` bytes, timing their arrival: bytes a second
@@ -266,11 +271,7 @@ impl GuardedInput {
     pub fn skip_timed(&mut self, mut len: u64) -> Result<u64, CoreError> {
         let (mut first, mut last, mut timed) = (None, None, 0u64);
         while len > 0 {
-            let n = match self.stream.blocking_skip(len) {
-                Ok(n) => n,
-                Err(e) => return Err(self.fail(e)),
-            };
-            self.count(n)?;
+            let n = self.skip_some(len)?;
             len -= n;
             let now = std::time::Instant::now();
             if first.is_none() {
