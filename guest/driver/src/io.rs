@@ -282,13 +282,9 @@ impl GuardedInput {
             }
         }
         Ok(match (first, last) {
+            // `as` saturates: a rate past u64 is past MAX_RATE too.
             (Some(f), Some(l)) if l > f && timed > 0 => {
-                let r = timed as f64 / (l - f).as_secs_f64();
-                if r >= MAX_RATE as f64 {
-                    MAX_RATE
-                } else {
-                    r as u64
-                }
+                ((timed as f64 / (l - f).as_secs_f64()) as u64).min(MAX_RATE)
             }
             _ => MAX_RATE,
         })

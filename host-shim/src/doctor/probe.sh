@@ -64,6 +64,6 @@ else
 fi
 feature compressed-sync-in cat /dev/null 'zstd|gzip'
 feature compressed-sync-out mkfifo 'zstd|gzip'
-# As _ss_zbegin (outbound.sh) checks before `auto` times its gzip.
+# As _ss_canprobe (outbound.sh) checks before `auto` times its gzip.
 feature measured-compression dd dd-fullblock wc cat clock
 feature compressed-listings gzip

@@ -134,11 +134,11 @@ pub fn prepare<'a>(
     }
     let policy = codec::policy();
     let offer = codec::preference(policy);
-    let probes = probe && policy == Compression::Auto && !offer.is_empty();
+    let auto = policy == Compression::Auto;
+    let probes = probe && auto && !offer.is_empty();
     if !offer.is_empty() {
         // `auto` samples the first mapping's archive before it settles
         // for gzip.
-        let auto = policy == Compression::Auto;
         script.offer_compression(offer, auto, probes.then_some(codec::LINK_PROBE));
     }
     let program = script.clone();

@@ -88,10 +88,10 @@ impl OutboundScript {
     /// is used only if the first mapping's archive (as the host's answer
     /// left it: what will be sent) samples as compressible. With `probe`
     /// (bytes, a multiple of 64 KiB; the host answers on stdin), sampled
-    /// gzip is also chosen by the link: the first that many bytes of that
-    /// archive go first as a [`Marker::Probe`] frame, which the host times
-    /// and answers with the link's rate, and gzip stays only where the
-    /// sandbox's gzip, timed on them, is faster.
+    /// gzip is also chosen by the link: where that archive passes 4 MiB,
+    /// its first that many bytes go first as a [`Marker::Probe`] frame,
+    /// which the host times and answers with the link's rate, and gzip
+    /// stays only where the sandbox's gzip, timed on them, is faster.
     pub fn offer_compression(&mut self, prefer: &[Codec], sample: bool, probe: Option<u64>) {
         let mut s = String::from("_ss_pick");
         for c in prefer {

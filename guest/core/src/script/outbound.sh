@@ -263,10 +263,10 @@ _ss_worth() {
       # Past 4 MiB the link decides first: below, a slow gzip loses about
       # what the probe costs a slow link (0.1 s at 5 MB/s). Where the link
       # outruns gzip, the rest of the sample would only delay a plain
-      # stream.
+      # stream: no sample counts, the verdict is plain.
       if [ "$_ss_p" -eq 64 ] && [ "$_ss_gs" -gt 0 ] && ! _ss_linkprobe "$_ss_gs"; then
-        rm -f "$_ss_S/w" "$_ss_S/p"
-        return 1
+        _ss_n=0
+        break
       fi
       _ss_s=$((_ss_q - _ss_p - 1)); _ss_p=$_ss_q
     done
