@@ -3,9 +3,9 @@
 //! One exec per sync call (a toolbox sandbox, which has no streaming exec,
 //! runs them through [`toolbox`]'s wrapper). Its argv is the constant [`argv`] bootstrap plus
 //! one number: the length of the script that follows on stdin. The bootstrap
-//! reads exactly that many bytes (`head -c` where it is exact — GNU
-//! coreutils —, else `dd` counting bytes in whole 64 KiB blocks where it can
-//! (BusyBox), else `dd bs=1`, exact everywhere but a syscall a byte: ~20 ms
+//! reads exactly that many bytes (`dd` counting bytes in whole 64 KiB blocks
+//! where it can (GNU, BusyBox), else `head -c` where it is exact (GNU
+//! coreutils), else `dd bs=1`, exact everywhere but a syscall a byte: ~20 ms
 //! for a 27 KB program) and `eval`s it. For sync-in the archive follows the
 //! script, read by the last reader of stdin: GNU tar itself (it stops at the
 //! end marker), other tars behind one `head -c N` (BusyBox `head` reads
@@ -54,12 +54,16 @@ pub use protocol::{
     Status, FEATURES, TAG,
 };
 
-/// The constant `sh -c` program every exec starts with.
+/// The constant `sh -c` program every exec starts with. `dd` counting bytes
+/// in whole blocks first: GNU and BusyBox both have it, and a `dd` without
+/// those flags refuses them before it reads a byte (then, by what it read:
+/// nothing, GNU `head -c`, else `dd bs=1`). One process where a
+/// `head --version` probe first cost a fork on every exec; `_ss_xdd` tells
+/// the program the bootstrap's `dd` read exactly.
 pub const BOOTSTRAP: &str =
-    "case $(head --version 2>/dev/null) in *GNU*) _ss_s=$(head -c \"$1\");; \
-*) if [ \"$(printf xy | dd bs=64 count=1 iflag=count_bytes,fullblock 2>/dev/null)\" = x ]; \
-then _ss_s=$(dd bs=65536 count=\"$1\" iflag=count_bytes,fullblock 2>/dev/null); \
-else _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null); fi;; esac || exit 70; eval \"$_ss_s\"";
+    "if _ss_s=$(dd bs=65536 count=\"$1\" iflag=count_bytes,fullblock 2>/dev/null); then _ss_xdd=1; \
+elif [ -z \"$_ss_s\" ]; then case $(head --version 2>/dev/null) in *GNU*) _ss_s=$(head -c \"$1\");; \
+*) _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null);; esac || exit 70; fi; eval \"$_ss_s\"";
 
 /// `$0` of the bootstrap shell.
 pub const ARGV0: &str = "sandbox-sync";

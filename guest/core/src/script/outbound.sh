@@ -69,9 +69,14 @@ _ss_olistf() {
 # empty: nothing kept.
 _ss_okeepable() {
   _ss_ikeep=0; _ss_ghead=0
-  case $(head --version 2>/dev/null) in *GNU*) _ss_ghead=1 ;; esac
-  if [ "$_ss_ghead" = 1 ] || [ "$(printf xy | dd bs=64 count=1 iflag=count_bytes,fullblock 2>/dev/null)" = x ]; then
+  # The bootstrap's dd read the program exactly (_ss_xdd): no probe to fork.
+  if [ "${_ss_xdd-}" = 1 ]; then
     _ss_ikeep=1
+  else
+    case $(head --version 2>/dev/null) in *GNU*) _ss_ghead=1 ;; esac
+    if [ "$_ss_ghead" = 1 ] || [ "$(printf xy | dd bs=64 count=1 iflag=count_bytes,fullblock 2>/dev/null)" = x ]; then
+      _ss_ikeep=1
+    fi
   fi
   _ss_m=$(_ss_lacks find stat cat head wc awk)
   [ "$_ss_gnutar" = 1 ] || _ss_m="$_ss_m $(_ss_lacks tr xargs)"
@@ -311,7 +316,7 @@ _ss_zstart() {
 # can keep a probe and time its gzip; else says what it lacks.
 _ss_canprobe() {
   _ss_m=$(_ss_lacks dd wc cat)
-  [ -n "$_ss_m" ] || [ "$(printf xyz | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = xy ] \
+  [ -n "$_ss_m" ] || [ "${_ss_xdd-}" = 1 ] || [ "$(printf xyz | dd bs=2 count=1 iflag=fullblock 2>/dev/null)" = xy ] \
     || _ss_m=dd-iflag=fullblock
   _ss_now || _ss_m="${_ss_m:+$_ss_m }EPOCHREALTIME|date+%N"
   if [ -n "$_ss_m" ]; then _ss_off measured-compression "$_ss_m"; else _ss_aprobe=$1; fi
