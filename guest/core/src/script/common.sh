@@ -262,11 +262,19 @@ _ss_files() {
 # move a ctime).
 _ss_probe() {
   _ss_pdev=; _ss_pct=
-  # A new file each time (they go with the scratch dir; a report hands its
-  # scratch on, hence the pid): no rm to fork.
-  _ss_pn=$((${_ss_pn:-0} + 1))
-  : >"$_ss_S/P$$.$_ss_pn" 2>/dev/null || return 1
-  _ss_l=$(TZ=UTC0 stat -c '%d %z' "$_ss_S/P$$.$_ss_pn" 2>/dev/null) || return 1
+  _ss_clock || return 1
+  _ss_readclock
+}
+# Creates the probe file $_ss_pf, whose ctime is the clock's reading. A new
+# file each time (they go with the scratch dir; a report hands its scratch
+# on, hence the pid): no rm to fork.
+_ss_clock() {
+  _ss_pn=$((${_ss_pn:-0} + 1)); _ss_pf="$_ss_S/P$$.$_ss_pn"
+  : >"$_ss_pf" 2>/dev/null
+}
+# Reads the probe file $_ss_pf into _ss_pdev and _ss_pct.
+_ss_readclock() {
+  _ss_l=$(TZ=UTC0 stat -c '%d %z' "$_ss_pf" 2>/dev/null) || return 1
   _ss_pdev=${_ss_l%% *}; _ss_pct=${_ss_l#* }
 }
 # True when the sandbox has every tool named.
