@@ -21,7 +21,7 @@ use super::SendStopped;
 /// Header bytes buffered before a write.
 const HEADER_BATCH: usize = 64 * 1024;
 /// Most host files handed to one `send-files` call.
-const FILES_PER_CALL: usize = 1024;
+const FILES_PER_CALL: usize = 128;
 
 /// The archive of a plan, as the host answers and sends it.
 pub struct Archive<'a> {

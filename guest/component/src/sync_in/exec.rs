@@ -21,16 +21,20 @@ use super::plan::{prepare, Plan, Walker};
 use super::report::{read_report, read_status};
 use super::{conclude, SendStopped};
 
-/// Members walked before the program's report is read (about 2 MiB of
-/// plan). When its tar can take an archive of unknown length the rest is
+/// Most members walked before the program's report is read (about 2 MiB
+/// of plan). When its tar can take an archive of unknown length the rest is
 /// walked while sending, so a plan never holds more; otherwise the whole
 /// tree is walked first (its length goes first).
 ///
-/// Walking and sending take turns on the guest's one thread (the host
-/// sends a batch of files per call), so streaming bounds memory but does
-/// not by itself overlap the walk with the sandbox's extraction; walking a
-/// typical tree whole while the program starts is faster.
+/// The walk also stops, at a step's end, once the report has begun to
+/// arrive: a host whose walk is slower than the program's start (the Node
+/// host: each entry's lstat goes through /proc/self/fd) then answers at
+/// once, and the sandbox's tar extracts the first files while the host
+/// walks the rest. A fast walk (the Rust host) is done before the report.
 const LOOKAHEAD: usize = 1 << 16;
+
+/// Members walked between looks at whether the report has begun.
+const WALK_STEP: usize = 256;
 
 pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationResult>, SyncError> {
     // Before any identity is read: what the host sends is named by
@@ -157,8 +161,17 @@ fn deliver(
         let _ = io::write_all(stdin, b"refused 0\n").and_then(|()| io::flush(stdin));
         SendStopped::Refused(e)
     };
-    // While the program starts: the walk's first members.
-    let mut done = walker.fill(&mut plan.members, LOOKAHEAD).map_err(refuse)?;
+    // While the program starts: the walk's first members, until its report
+    // begins to arrive (see LOOKAHEAD).
+    let mut done = false;
+    let mut walked = 0;
+    while !done && walked < LOOKAHEAD {
+        done = walker.fill(&mut plan.members, WALK_STEP).map_err(refuse)?;
+        walked += WALK_STEP;
+        if stdout.subscribe().ready() {
+            break;
+        }
+    }
     let (caps, listing) = read_report(stdout, early);
     let policy = codec::policy();
     // Without an end to stdin the sandbox's decompressor would never finish.
