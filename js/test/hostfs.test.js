@@ -586,6 +586,50 @@ test("a send-files batch's kept directory only ever yields what it held, never a
   assert.equal(fdCount(), before, 'the kept fd is closed with the batch');
 });
 
+test("a read-only grant's walk opens its regular files for send-files: each taken once, the walked inode, the rest closed with the grant", () => {
+  execFileSync('mkfifo', [inGrant('sub', 'fifo')]);
+  fs.symlinkSync('file', inGrant('sub', 'alias'));
+  fs.writeFileSync(inGrant('sub', 'other'), 'other');
+  const before = fdCount();
+  const g = new GrantedDir({ path: grantPath, writable: false });
+  const held = fdCount();
+  const listed = Object.fromEntries(g.readDirChange('sub').map((e) => [e.name, e]));
+  // Every other kind is lstat'ed as before (a FIFO's walk never blocks).
+  assert.equal(listed.fifo.metadata.kind, 'other');
+  assert.equal(listed.alias.metadata.kind, 'symlink');
+  assert.equal(listed.alias.metadata.linkTarget, 'file');
+  assert.equal(listed.deep.metadata.kind, 'symlink');
+  assert.equal(listed.file.metadata.kind, 'file');
+  assert.equal(listed.file.metadata.size, 6n);
+  assert.equal(listed.file.metadata.inode, fs.lstatSync(inGrant('sub', 'file'), { bigint: true }).ino);
+  assert.equal(fdCount(), held + 2, 'the two regular files are held');
+  // Replaced after the walk: send-files gets the walked inode (which it
+  // then checks against the plan), a fresh open the new file.
+  fs.renameSync(inGrant('sub', 'file'), path.join(root, 'was'));
+  fs.writeFileSync(inGrant('sub', 'file'), 'replaced');
+  const dirs = new SourceDirs();
+  try {
+    const walked = g.openFd('sub/file', dirs);
+    assert.equal(walked.stat.ino, listed.file.metadata.inode);
+    assert.equal(fs.readFileSync(walked.fd, 'utf8'), 'inside');
+    fs.closeSync(walked.fd);
+    const again = g.openFd('sub/file', dirs);
+    assert.equal(fs.readFileSync(again.fd, 'utf8'), 'replaced', 'taken once');
+    fs.closeSync(again.fd);
+  } finally {
+    dirs.close();
+  }
+  // Only send-files takes them: openRead opens the path afresh.
+  assert.equal(readAll(g.openRead('sub/other')), 'other');
+  g.close();
+  assert.equal(fdCount(), before, 'what send-files never took is closed with the grant');
+  // A writable grant's walk (a sync-out target) opens nothing.
+  const w = grant();
+  const open = fdCount();
+  w.readDirChange('sub');
+  assert.equal(fdCount(), open);
+});
+
 test('replaceWith swaps the staged tree in, with its mode; the old contents go', () => {
   const scratch = [];
   const g = grant({ onScratch: (...a) => scratch.push(a) });

@@ -56,6 +56,11 @@ export function entryChange(dir, name, shown) {
   const target = st.isSymbolicLink()
     ? decode(readlinkSync(at(dir, name), { encoding: 'buffer' }), (t) => `link target ${t} is not UTF-8`)
     : undefined;
+  return change(st, shown, target);
+}
+
+/** The dir-entry-change of bigint stat `st`, named `shown`. */
+export function change(st, shown, target) {
   const [ctimeSec, ctimeNsec] = split(st.ctimeNs);
   return { name: shown, metadata: metadata(st, target), ctimeSec, ctimeNsec };
 }

@@ -46,9 +46,10 @@ import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 import { O_PATH, at, checkProcFd, components, fsError, notPermitted, openDir, removeEntry, walk } from '../beneath.js';
 import { SCRATCH_PREFIX } from '../confine.js';
 import { guarded } from './hostfs-errors.js';
-import { decode, entryChange, entryTimes, kindOf, metadata, split, toTime } from './hostfs-metadata.js';
+import { change, decode, entryChange, entryTimes, kindOf, metadata, split, toTime } from './hostfs-metadata.js';
 import { StagingDirs } from './staging-dirs.js';
 import { InputStream, OutputStream } from './streams.js';
+import { WalkedFiles } from './walked-files.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_DIRECTORY, O_NOFOLLOW, O_NONBLOCK, O_NOCTTY } = constants;
 
@@ -158,6 +159,8 @@ export class GrantedDir {
   #onScratch;
   /** Directory fds kept for the tree a sync-out stages (see staging-dirs.js). */
   #staging = new StagingDirs();
+  /** Files the walk of a read-only grant opened for send-files (see walked-files.js). */
+  #walked = new WalkedFiles();
 
   /**
    * Opens the grant. Throws an Error (a host bug, not a component error) for
@@ -194,6 +197,7 @@ export class GrantedDir {
   /** Closes the grant's fds; idempotent (jco's drop, then the worker's cleanup). */
   close() {
     this.#staging.drop();
+    this.#walked.close();
     for (const fd of [this.#fd, this.#parent]) {
       if (fd === null || fd < 0) continue;
       try {
@@ -250,7 +254,12 @@ export class GrantedDir {
   }
 
   readDirChange(path) {
-    return this.#list(path, (entry, name, dir) => entryChange(dir, entry.name, name));
+    if (this.#writable || this.#follow) return this.#list(path, (entry, name, dir) => entryChange(dir, entry.name, name));
+    const prefix = components(path).map((c) => `${c}/`).join('');
+    return this.#list(path, (entry, name, dir) => {
+      const stat = entry.isFile() ? this.#walked.open(dir, entry.name, prefix + name) : null;
+      return stat ? change(stat, name) : entryChange(dir, entry.name, name);
+    });
   }
 
   openRead(path) {
@@ -263,6 +272,9 @@ export class GrantedDir {
    * keeps the directories walked to for the batch's next files.
    */
   openFd(path, dirs) {
+    // send-files (a batch's dirs) takes what the walk opened.
+    const walked = dirs && this.#walked.take(path);
+    if (walked) return walked;
     return this.#in(
       path,
       (dir, leaf) => {
