@@ -493,6 +493,13 @@ _ss_facts() {
 # write only means more is sent next time.
 _ss_savestate() {
   [ "$_ss_rec" = 1 ] && { [ -s "$_ss_S/F" ] || [ -s "$_ss_S/N" ]; } || return 0
+  # No state yet (a first sync): the facts are all it would hold, so they
+  # become it as they are (no awk to fork: a reader takes a key's last
+  # fact, as the merge below keeps it).
+  if [ ! -e "$_ss_state" ] && [ ! -L "$_ss_state" ]; then
+    [ ! -s "$_ss_S/F" ] || mv -f "$_ss_S/F" "$_ss_state" 2>/dev/null
+    return 0
+  fi
   # The kept lists as one file: a cat only where there are several.
   _ss_ki="$_ss_S/KIall"; _ss_kn=0
   for _ss_x in "$_ss_S"/KI[0-9]*; do
