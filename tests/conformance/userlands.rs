@@ -221,6 +221,29 @@ fn gnu_tar_with_busybox_head() {
     }
 }
 
+/// A `dd` that fails after reading part of the program: the bootstrap
+/// exits 70 (a transport error) rather than run the part it read, and the
+/// sync-in lands nothing.
+#[test]
+fn a_bootstrap_read_that_fails_midway_runs_nothing() {
+    let tools = replacing(&["dd"], &["fake:dd-fails-midway"]);
+    let sb = Sandbox::new(Env {
+        userland: Userland::Tools(tools),
+        transport: Transport::Local,
+    });
+    let src = seed(&sb);
+    let mut opts = sb.options();
+    opts.timeout = DEADLINE;
+    let op_in = op("in", vec![dir(&src, sb.remote("ws"))]);
+    let failed = timed("sync-in", || {
+        block_on(runtime().sync_in(std::slice::from_ref(&op_in), &opts, sb.backend()))
+    });
+    let text = failed.expect("a program read in part must not run");
+    assert!(text.contains("could not read the sync script"), "{text}");
+    assert!(!sb.remote_on_host("ws").exists(), "something landed");
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 /// BusyBox's `head` (it reads ahead) and a `dd` with `iflag=fullblock`
 /// but no `count_bytes` (coreutils before 8.16): the keep answer cannot be
 /// read exactly, so incremental sync-out is off (its probe, and doctor's,

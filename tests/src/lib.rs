@@ -497,6 +497,8 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
 /// A scripted stand-in for a host tool, by `name`:
 /// `dd-without-count-bytes` is GNU dd that refuses `iflag=count_bytes`, as
 /// coreutils before 8.16 did (and still has `iflag=fullblock`);
+/// `dd-fails-midway` is GNU dd that, asked to count bytes, copies 16 and
+/// fails (a read error part way through the program);
 /// `gzip-slow` is GNU gzip that takes 0.4 s longer each time (a pod's gzip
 /// slower than its link).
 fn fake_tool(root: &Path, name: &str) {
@@ -505,6 +507,11 @@ fn fake_tool(root: &Path, name: &str) {
             "dd",
             "/bin/dd",
             "#!/bin/sh\ncase \" $* \" in *count_bytes*) echo 'dd: invalid input flag: count_bytes' >&2; exit 1 ;; esac\nexec /bin/dd.real \"$@\"\n",
+        ),
+        "dd-fails-midway" => (
+            "dd",
+            "/bin/dd",
+            "#!/bin/sh\ncase \" $* \" in *count_bytes*) /bin/dd.real bs=1 count=16 2>/dev/null; exit 1 ;; esac\nexec /bin/dd.real \"$@\"\n",
         ),
         "gzip-slow" => (
             "gzip",

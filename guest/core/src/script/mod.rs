@@ -56,13 +56,15 @@ pub use protocol::{
 
 /// The constant `sh -c` program every exec starts with. `dd` counting bytes
 /// in whole blocks first: GNU and BusyBox both have it, and a `dd` without
-/// those flags refuses them before it reads a byte (then, by what it read:
-/// nothing, GNU `head -c`, else `dd bs=1`). One process where a
-/// `head --version` probe first cost a fork on every exec; `_ss_xdd` tells
-/// the program the bootstrap's `dd` read exactly.
+/// those flags refuses them before it reads a byte (then, having read
+/// nothing: GNU `head -c`, else `dd bs=1`). A `dd` that failed after reading
+/// part of the program exits 70, as any failed read does: a part never
+/// runs. One process where a `head --version` probe first cost a fork on
+/// every exec; `_ss_xdd` tells the program the bootstrap's `dd` read exactly.
 pub const BOOTSTRAP: &str =
     "if _ss_s=$(dd bs=65536 count=\"$1\" iflag=count_bytes,fullblock 2>/dev/null); then _ss_xdd=1; \
-elif [ -z \"$_ss_s\" ]; then case $(head --version 2>/dev/null) in *GNU*) _ss_s=$(head -c \"$1\");; \
+elif [ -n \"$_ss_s\" ]; then exit 70; \
+else case $(head --version 2>/dev/null) in *GNU*) _ss_s=$(head -c \"$1\");; \
 *) _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null);; esac || exit 70; fi; eval \"$_ss_s\"";
 
 /// `$0` of the bootstrap shell.
