@@ -28,9 +28,10 @@ use super::{conclude, SendStopped};
 ///
 /// The walk also stops, at a step's end, once the report has begun to
 /// arrive: a host whose walk is slower than the program's start (the Node
-/// host: each entry's lstat goes through /proc/self/fd) then answers at
+/// host: each entry is looked up through /proc/self/fd) then answers at
 /// once, and the sandbox's tar extracts the first files while the host
-/// walks the rest. A fast walk (the Rust host) is done before the report.
+/// walks the rest. The Rust host walks a small tree whole before the
+/// report arrives.
 const LOOKAHEAD: usize = 1 << 16;
 
 /// Members walked between looks at whether the report has begun.
