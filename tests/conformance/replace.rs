@@ -1,7 +1,7 @@
-//! Sync-out destroy-then-replace is all or nothing (issue 11.3, 11.7,
-//! 11.8): the landed target is exactly the validated tree, nothing old
-//! survives, a failure leaves the old target exactly as it was, and the
-//! mapping's mode is in place before any new entry is visible.
+//! Destroy-then-replace is all or nothing (issue 11.3, 11.7, 11.8): the
+//! landed target is exactly the validated tree, nothing old survives, a
+//! failure leaves the old target exactly as it was, and the mapping's mode
+//! is in place before any new entry is visible.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -191,6 +191,89 @@ fn remote_dir_replacement_is_all_or_nothing_gnu() {
 #[test]
 fn remote_dir_replacement_is_all_or_nothing_busybox() {
     remote_dir_replacement_is_all_or_nothing(Env {
+        userland: Userland::BusyBox,
+        transport: Transport::Local,
+    });
+}
+
+/// Sync-in lands a mapping's staged entry by renaming it onto its target:
+/// straight from the scratch dir where the target's parent is the remote
+/// dir itself (the scratch dir is its entry: one filesystem), through a
+/// pending name in the parent elsewhere, a mount point below the remote
+/// dir too (a rename there would fail, and mv would copy in view). Both
+/// replace what was there with exactly the new file or tree, its mode set,
+/// and leave no pending, old or scratch name behind.
+fn targets_land_beside_and_across_the_scratch_filesystem(u: Env) {
+    let sb = Sandbox::new(u);
+    let mnt = sb.remote_on_host("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "mode=777", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "mount tmpfs (the suite runs as root)");
+    struct Unmount(std::path::PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _guard = Unmount(mnt.clone());
+    for at in ["", "mnt/"] {
+        sb.write_remote(&format!("{at}f"), b"old file");
+        sb.write_remote(&format!("{at}d/old"), b"old tree");
+        sb.write_remote(&format!("{at}d/sub/x"), b"old x");
+    }
+    sb.write_host("src/f", b"new file");
+    sb.write_host("src/tree/a", b"new a");
+    sb.write_host("src/tree/sub/b", b"new b");
+    let mut f = file(sb.host.join("src/f"), sb.remote("f"));
+    f.mode = Some(0o640);
+    let mut fm = file(sb.host.join("src/f"), sb.remote("mnt/f"));
+    fm.mode = Some(0o640);
+    sb.sync_in(&[op(
+        "o",
+        vec![
+            f,
+            dir(sb.host.join("src/tree"), sb.remote("d")),
+            fm,
+            dir(sb.host.join("src/tree"), sb.remote("mnt/d")),
+        ],
+    )])
+    .unwrap();
+    let want = snapshot(&sb.host.join("src/tree"));
+    for at in ["", "mnt/"] {
+        let f = sb.remote_on_host(&format!("{at}f"));
+        assert_eq!(std::fs::read(&f).unwrap(), b"new file", "{at}f");
+        assert_eq!(mode(&f), 0o640, "{at}f");
+        assert_eq!(
+            snapshot(&sb.remote_on_host(&format!("{at}d"))),
+            want,
+            "{at}d"
+        );
+    }
+    let mut names: Vec<_> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["d", "f"], "only the targets in the mount");
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
+#[test]
+fn targets_land_beside_and_across_the_scratch_filesystem_gnu() {
+    targets_land_beside_and_across_the_scratch_filesystem(Env {
+        userland: Userland::Gnu,
+        transport: Transport::Local,
+    });
+}
+
+#[test]
+fn targets_land_beside_and_across_the_scratch_filesystem_busybox() {
+    targets_land_beside_and_across_the_scratch_filesystem(Env {
         userland: Userland::BusyBox,
         transport: Transport::Local,
     });

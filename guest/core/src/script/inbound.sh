@@ -13,6 +13,20 @@ _ss_mkparent() {
   _ss_confine_ancestor "$1"
   _ss_mkdirs "$1"
 }
+# Sets _ss_pending to where the staged $1 (f<k> or d<k>) is renamed onto
+# its target from, in directory $2 (fd 8): first into $2 under a pending
+# name, since the scratch dir may be on another filesystem (a mount point
+# below the remote dir) and mv would then copy, in view, onto the target;
+# but where $2 is the remote dir itself, the scratch dir is its own entry
+# (one filesystem), so the staged entry goes straight on: a process fewer.
+_ss_stage() {
+  if [ "$2" = "$_ss_rootarg" ]; then
+    _ss_pending="/proc/self/fd/9/$1"
+    return 0
+  fi
+  _ss_pending="/proc/self/fd/8/$_ss_tag.$1"
+  mv -f -T "/proc/self/fd/9/$1" "$_ss_pending" || _ss_die "$_ss_E_RENAME" "cannot stage into $2"
+}
 # Lands the staged file $1 (f<k>) as $3 in directory $2 with mode $4 (a
 # kept one too: see _ss_keepf), and queues its fact.
 _ss_file() {
@@ -28,8 +42,7 @@ _ss_file() {
     return 0
   fi
   [ -z "$4" ] || chmod "$4" "/proc/self/fd/9/$1" || _ss_die "$_ss_E_CHMOD" "chmod failed for $2/$3"
-  _ss_pending="/proc/self/fd/8/$_ss_tag.$1"
-  mv -f -T "/proc/self/fd/9/$1" "$_ss_pending" || _ss_die "$_ss_E_RENAME" "cannot stage into $2"
+  _ss_stage "$1" "$2"
   mv -f -T "$_ss_pending" "/proc/self/fd/8/$3" || _ss_die "$_ss_E_RENAME" "cannot rename onto $2/$3"
   _ss_pending=
   exec 8<&-
@@ -92,8 +105,7 @@ _ss_dir() {
     return 0
   fi
   [ -z "$4" ] || chmod "$4" "/proc/self/fd/9/$1" || _ss_die "$_ss_E_CHMOD" "chmod failed for $2/$3"
-  _ss_pending="/proc/self/fd/8/$_ss_tag.$1"
-  mv -f -T "/proc/self/fd/9/$1" "$_ss_pending" || _ss_die "$_ss_E_RENAME" "cannot stage into $2"
+  _ss_stage "$1" "$2"
   _ss_old="/proc/self/fd/8/$_ss_tag.$1.old"
   if [ -e "/proc/self/fd/8/$3" ] || [ -L "/proc/self/fd/8/$3" ]; then
     mv -f -T "/proc/self/fd/8/$3" "$_ss_old" || _ss_die "$_ss_E_RENAME" "cannot replace $2/$3 (is it a mount point?)"
