@@ -194,43 +194,31 @@ fn host_disk_full(u: Env) {
     sb.write_remote("big.bin", &vec![5u8; 3 << 20]);
     sb.write_remote("tree/big.bin", &vec![6u8; 3 << 20]);
     let mnt = sb.host.join("small");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mounting a small tmpfs needs root");
+    let _mounted = Tmpfs::mount(&mnt, "size=1m");
     std::fs::write(mnt.join("old.txt"), b"keep me").unwrap();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let err = sb
-            .sync_out(&[op(
-                "o",
-                vec![file_out(sb.remote("big.bin"), mnt.join("big.bin"))],
-            )])
-            .unwrap_err();
-        assert_eq!(err.error.kind, ErrorKind::Io, "{}", err.error);
-        assert!(err.error.message.contains("space"), "{}", err.error);
-        let err = sb
-            .sync_out(&[op("o", vec![dir_out(sb.remote("tree"), &mnt)])])
-            .unwrap_err();
-        assert_eq!(err.error.kind, ErrorKind::Io, "{}", err.error);
-        let left: Vec<_> = std::fs::read_dir(&mnt)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
-        assert_eq!(
-            left,
-            vec![std::ffi::OsString::from("old.txt")],
-            "only the previous content remains"
-        );
-        assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
-    }));
-    let _ = std::process::Command::new("umount").arg(&mnt).status();
-    if let Err(p) = result {
-        std::panic::resume_unwind(p);
-    }
+    let err = sb
+        .sync_out(&[op(
+            "o",
+            vec![file_out(sb.remote("big.bin"), mnt.join("big.bin"))],
+        )])
+        .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::Io, "{}", err.error);
+    assert!(err.error.message.contains("space"), "{}", err.error);
+    let err = sb
+        .sync_out(&[op("o", vec![dir_out(sb.remote("tree"), &mnt)])])
+        .unwrap_err();
+    assert_eq!(err.error.kind, ErrorKind::Io, "{}", err.error);
+    let left: Vec<_> = std::fs::read_dir(&mnt)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(
+        left,
+        vec![std::ffi::OsString::from("old.txt")],
+        "only the previous content remains"
+    );
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
 }
 
 sandbox_sync_tests::for_each_userland!(local: killed_mid_transfer, host_disk_full);

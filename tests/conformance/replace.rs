@@ -151,20 +151,7 @@ fn remote_dir_replacement_is_all_or_nothing(u: Env) {
     sb.write_remote("a", b"old a");
     sb.write_remote("z", b"old z");
     let mnt = sb.remote_on_host("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "mode=777", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mount tmpfs (the suite runs as root)");
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _guard = Unmount(mnt.clone());
+    let _mounted = Tmpfs::mount(&mnt, "mode=777");
     std::fs::write(mnt.join("x"), b"in the mount").unwrap();
     sb.write_host("new/b", b"new");
     let before = snapshot(&sb.remote_on_host(""));
@@ -206,20 +193,7 @@ fn remote_dir_replacement_is_all_or_nothing_busybox() {
 fn targets_land_beside_and_across_the_scratch_filesystem(u: Env) {
     let sb = Sandbox::new(u);
     let mnt = sb.remote_on_host("mnt");
-    std::fs::create_dir_all(&mnt).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "mode=777", "tmpfs"])
-        .arg(&mnt)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mount tmpfs (the suite runs as root)");
-    struct Unmount(std::path::PathBuf);
-    impl Drop for Unmount {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _guard = Unmount(mnt.clone());
+    let _mounted = Tmpfs::mount(&mnt, "mode=777");
     for at in ["", "mnt/"] {
         sb.write_remote(&format!("{at}f"), b"old file");
         sb.write_remote(&format!("{at}d/old"), b"old tree");
@@ -332,20 +306,7 @@ fn a_mount_point_target_is_replaced_in_place() {
     sb.write_remote("src/a", b"a");
     sb.write_remote("src/d/b", b"b");
     let target = sb.host.join("mnt");
-    std::fs::create_dir_all(&target).unwrap();
-    let mounted = std::process::Command::new("mount")
-        .args(["-t", "tmpfs", "tmpfs"])
-        .arg(&target)
-        .status()
-        .unwrap();
-    assert!(mounted.success(), "mount tmpfs (the suite runs as root)");
-    struct Unmount<'a>(&'a Path);
-    impl Drop for Unmount<'_> {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("umount").arg(self.0).status();
-        }
-    }
-    let _guard = Unmount(&target);
+    let _mounted = Tmpfs::mount(&target, "");
     std::fs::write(target.join("old"), b"old").unwrap();
     let mut m = dir_out(sb.remote("src"), &target);
     m.mode = Some(0o711);

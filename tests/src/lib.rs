@@ -1068,6 +1068,31 @@ pub fn walk(dir: &Path, f: &mut dyn FnMut(&Path)) {
     }
 }
 
+/// A tmpfs mounted on `at` (created if missing; the suite runs as root),
+/// unmounted when dropped, a failed test's too.
+pub struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    /// Mounts one, with `-o options` unless empty.
+    pub fn mount(at: &Path, options: &str) -> Tmpfs {
+        std::fs::create_dir_all(at).expect("mount point");
+        let mut mount = std::process::Command::new("mount");
+        mount.args(["-t", "tmpfs"]);
+        if !options.is_empty() {
+            mount.args(["-o", options]);
+        }
+        let mounted = mount.arg("tmpfs").arg(at).status().expect("run mount");
+        assert!(mounted.success(), "mount tmpfs (the suite runs as root)");
+        Tmpfs(at.to_path_buf())
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
 /// A file mapping.
 pub fn file(source: impl AsRef<Path>, target: impl Into<String>) -> FileMapping {
     FileMapping {
