@@ -2,6 +2,28 @@ use std::time::Duration;
 
 use sandbox_sync_tests::*;
 
+/// Waits (at most a minute) until the sync's program has made its scratch
+/// dir in `remote`: with [`Sandbox::slow_and_late_backend`] the host has
+/// planned by then, and sends nothing for a while yet. A source changed
+/// now is changed between plan and send on any machine, however busy (a
+/// fixed 400 ms once lost to the first component compile of a loaded
+/// run, so the plan already saw the change).
+fn once_the_program_starts(remote: &std::path::Path) {
+    let started = || {
+        std::fs::read_dir(remote).is_ok_and(|d| {
+            d.flatten().any(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.starts_with(".paperclip-upload-") && name != STATE_FILE
+            })
+        })
+    };
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+    while !started() && std::time::Instant::now() < give_up {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A missing host source is a clear error before any exec; nothing is written.
 fn missing_source(u: Env) {
     let sb = Sandbox::new(u);
@@ -56,10 +78,11 @@ fn source_changed_mid_stream(u: Env) {
     let sb = Sandbox::new(u);
     sb.write_remote("data.bin", b"previous");
     let src = sb.write_host("data.bin", &vec![7u8; 1 << 20]);
+    let remote = sb.remote_on_host("");
     let writer = {
         let src = src.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(400));
+            once_the_program_starts(&remote);
             let mut f = std::fs::OpenOptions::new().append(true).open(&src).unwrap();
             std::io::Write::write_all(&mut f, b"grown").unwrap();
         })
@@ -67,7 +90,7 @@ fn source_changed_mid_stream(u: Env) {
     let err = sb
         .sync_in_via(
             &[op("o", vec![file(&src, sb.remote("data.bin"))])],
-            sb.slow_backend(Duration::from_millis(1500)),
+            sb.slow_and_late_backend(Duration::from_millis(1000)),
         )
         .unwrap_err();
     writer.join().unwrap();
@@ -273,10 +296,11 @@ fn source_replaced_by_a_same_size_same_mtime_file() {
     sb.write_remote("data.bin", b"previous");
     let src = sb.write_host("data.bin", &[1u8; 4096]);
     let planned = std::fs::metadata(&src).unwrap().modified().unwrap();
+    let remote = sb.remote_on_host("");
     let swapper = {
         let src = src.clone();
         std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(400));
+            once_the_program_starts(&remote);
             let twin = src.with_extension("twin");
             std::fs::write(&twin, [2u8; 4096]).unwrap();
             std::fs::File::options()
@@ -291,7 +315,7 @@ fn source_replaced_by_a_same_size_same_mtime_file() {
     let err = sb
         .sync_in_via(
             &[op("o", vec![file(&src, sb.remote("data.bin"))])],
-            sb.slow_backend(Duration::from_millis(1500)),
+            sb.slow_and_late_backend(Duration::from_millis(1000)),
         )
         .unwrap_err();
     swapper.join().unwrap();

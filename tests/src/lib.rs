@@ -796,9 +796,16 @@ impl Sandbox {
         Arc::clone(&self.backend)
     }
 
-    /// This sandbox's backend with every exec start delayed by `latency`.
-    pub fn slow_backend(&self, latency: std::time::Duration) -> Arc<dyn ExecBackend> {
-        Arc::new(self.local_backend().exec_latency(latency))
+    /// This sandbox's backend with every exec start, and then each exec's
+    /// first stdout bytes, delayed by `latency`: the host plans while the
+    /// program has not started, and sends nothing until `latency` after it
+    /// has.
+    pub fn slow_and_late_backend(&self, latency: std::time::Duration) -> Arc<dyn ExecBackend> {
+        Arc::new(
+            self.local_backend()
+                .exec_latency(latency)
+                .reply_latency(latency),
+        )
     }
 
     /// This sandbox's backend with each exec's first stdout bytes delayed
