@@ -1,6 +1,7 @@
 // Transpiles the provider components cargo built into components/<name>/
 // with jco (instantiation mode: the package passes every import itself).
 // Run after `cargo test` or `just components`; CARGO_TARGET_DIR is honoured.
+// Then builds the host-fs's openat module (scripts/native.mjs).
 //
 // The transpiler is jco-transpile 0.1.1 (jco 1.15's), not jco 1.35's: the
 // latter's glue takes every import call through the component-model async
@@ -12,6 +13,7 @@ import { mkdirSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { transpileBytes } from '@bytecodealliance/jco-transpile';
 import { COMPONENTS, PACKAGE as pkg, newestBuild, sha256 } from './cargo.mjs';
+import { buildNative } from './native.mjs';
 
 // The glue asks `process.env` for JCO_DEBUG on every import call (four
 // times a call, each a trip into C++: ~9 ms of a 10,000-file sync-out's
@@ -41,3 +43,6 @@ for (const [name, file] of Object.entries(COMPONENTS)) {
   writeFileSync(join(out, 'SOURCE'), `${basename(wasm)} sha256:${sha256(readFileSync(wasm))}\n`);
   console.log(`${name}: ${wasm} -> ${out}`);
 }
+
+const native = buildNative();
+if (native) console.log(`openat: native/at.c -> ${native}`);

@@ -1,10 +1,13 @@
-// Path resolution beneath a directory we hold, one component at a time, on
-// Linux's /proc/self/fd (see worker/hostfs.js for why): shared by the
+// Path resolution beneath a directory we hold, one component at a time, with
+// openat or Linux's /proc/self/fd (see worker/hostfs.js for why): shared by the
 // worker's host-fs and the main thread's scratch sweep. As cap-std keeps
 // its manual lookup (`fs/manually/`) apart from the operations on the last
 // component.
 
 import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
+import { getSystemErrorMap } from 'node:util';
+
+import { native } from './native.js';
 
 const { O_DIRECTORY, O_NOFOLLOW } = constants;
 /** Linux's O_PATH, missing from fs.constants (this value on x86, arm, riscv, ppc, s390). */
@@ -21,6 +24,42 @@ export function at(fd, name) {
   return typeof name === 'string' ? `${dir}/${name}` : Buffer.concat([Buffer.from(`${dir}/`), name]);
 }
 
+const ERRNO = getSystemErrorMap();
+
+/** An Error as node:fs throws it: `code`, negative `errno`, `syscall`. */
+function errnoError(errno, syscall, what) {
+  const [code, description] = ERRNO.get(errno) ?? [`E${-errno}`, 'unknown error'];
+  return Object.assign(new Error(`${code}: ${description}, ${syscall} '${what}'`), { errno, code, syscall });
+}
+
+/**
+ * Opens `name` (a string or raw bytes; more than one component only in a
+ * grant that follows symlinks) relative to directory fd `dir`: openat
+ * through the addon, else its /proc/self/fd path, which the kernel resolves
+ * the same way. Returns the fd, to be closed with `closeFd`; throws as
+ * openSync does.
+ */
+export const openAt = native
+  ? (dir, name, flags, mode = 0) => {
+      const fd = native.openat(dir, name, flags, mode);
+      if (fd < 0) throw errnoError(fd, 'openat', typeof name === 'string' ? name : name.toString('latin1'));
+      return fd;
+    }
+  : (dir, name, flags, mode = 0) => openSync(at(dir, name), flags, mode);
+
+/**
+ * Closes any fd host-fs opened, by `openAt` or node:fs: the addon's own it
+ * closes itself (it closes what a terminated worker left open, so it must
+ * know), the rest node:fs does. Host-fs never calls closeSync.
+ */
+export const closeFd = native
+  ? (fd) => {
+      const r = native.close(fd);
+      if (r > 0) closeSync(fd);
+      else if (r < 0) throw errnoError(r, 'close', fd);
+    }
+  : closeSync;
+
 /** The components of a clean relative path (`is_clean_relative`); none for the grant itself. */
 export function components(path) {
   if (path === '' || path === '.') return [];
@@ -34,7 +73,7 @@ export function components(path) {
 /** Opens directory `name` of directory fd `dir`, never through a symlink. */
 export function openDir(dir, name, path, how = O_PATH) {
   try {
-    return openSync(at(dir, name), how | O_DIRECTORY | O_NOFOLLOW);
+    return openAt(dir, name, how | O_DIRECTORY | O_NOFOLLOW);
   } catch (e) {
     // With O_DIRECTORY, O_NOFOLLOW reports a symlink as ENOTDIR.
     if (e.code === 'ENOTDIR' && lstatSync(at(dir, name), { throwIfNoEntry: false })?.isSymbolicLink()) {
@@ -64,7 +103,7 @@ export function walk(root, names, path) {
     try {
       dir = openDir(parent, name, path);
     } finally {
-      if (parent !== root) closeSync(parent);
+      if (parent !== root) closeFd(parent);
     }
   }
   return dir;
@@ -80,7 +119,7 @@ export function removeEntry(dir, name, path) {
   try {
     for (const child of readdirSync(at(fd), { encoding: 'buffer' })) removeEntry(fd, child, path);
   } finally {
-    closeSync(fd);
+    closeFd(fd);
   }
   rmdirSync(at(dir, name));
 }

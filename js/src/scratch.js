@@ -1,10 +1,10 @@
 // The main thread's sweep of what a call left beside its grants, whatever
 // ended the call (the worker may be gone).
 
-import { closeSync, constants, lstatSync, openSync } from 'node:fs';
+import { constants, lstatSync, openSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { O_PATH, at, removeEntry } from './beneath.js';
+import { O_PATH, at, closeFd, removeEntry } from './beneath.js';
 import { SCRATCH_PREFIX } from './confine.js';
 
 const { O_DIRECTORY } = constants;
@@ -35,7 +35,7 @@ export function removeScratch(grantPath, entries) {
       }
     }
   } finally {
-    closeSync(fd);
+    closeFd(fd);
   }
   return failures;
 }

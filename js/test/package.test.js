@@ -7,6 +7,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -71,6 +72,11 @@ describe('the packed package, installed as a user would', () => {
       assert.ok(files.includes(`components/${c}/provider.js`), `components/${c} is missing`);
       assert.match(readFileSync(join(pkg, 'components', c, 'SOURCE'), 'utf8'), /^sandbox_sync_\w+\.wasm sha256:[0-9a-f]{64}\n$/);
     }
+    // The addon the build made for this machine, and its source.
+    for (const f of ['native/at.c', `native/${process.platform}-${process.arch}/at.node`]) {
+      assert.ok(files.includes(f), `${f} is missing from the tarball`);
+    }
+    assert.equal(createRequire(import.meta.url)(join(pkg, 'native', `${process.platform}-${process.arch}`, 'at.node')).held(), 0);
     assert.ok(!files.some((f) => f.includes('test/') || f.endsWith('.tgz')), 'tests or tarballs were packed');
     const machine = [PACKAGE, TARGET, tmpdir() === '/tmp' ? null : tmpdir()].filter(Boolean);
     for (const f of files) {

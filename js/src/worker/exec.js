@@ -10,7 +10,9 @@
 // blocking import needs (Node's zlib streams are not, and Node 20 has no zstd).
 // Decoding is bounded, step by step, by what the component reads (decode.js).
 
-import { closeSync, fstatSync, readSync } from 'node:fs';
+import { fstatSync, readSync } from 'node:fs';
+
+import { closeFd } from '../beneath.js';
 import { MSG, WINDOW } from '../protocol.js';
 import { send, on, off, wait, poll } from './channel.js';
 import { fflate } from './codecs.js';
@@ -335,7 +337,7 @@ class Exec {
         try {
           this.sendFile(opened, f);
         } finally {
-          closeSync(opened.fd);
+          closeFd(opened.fd);
         }
       }
       this.stdinFailed(() => this.flushStdin());

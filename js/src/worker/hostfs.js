@@ -2,15 +2,17 @@
 // synchronous calls, confined beneath the directory the host granted.
 //
 // The Rust shim resolves paths with openat2(RESOLVE_BENEATH) through cap-std.
-// Node has neither openat nor openat2, so this emulates openat with Linux's
-// /proc/self/fd (Linux only): we hold an fd of the grant and reach `a/b/c` by
-// opening each directory as `/proc/self/fd/<parent fd>/<name>` with
-// O_DIRECTORY|O_NOFOLLOW. The kernel resolves the magic link to exactly the
-// directory we hold and O_NOFOLLOW refuses a symlink, so the walk never leaves
-// the grant and no rename meanwhile can redirect it. The last component is
-// then acted on with calls that do not follow a final symlink. Directories on
-// the way are held as O_PATH fds: like openat's own resolution they need no
-// read permission, and opening one has no side effect.
+// Node has neither openat nor openat2, so this walks one component at a time
+// from an fd of the grant: `a/b/c` is reached by opening each directory
+// relative to its parent's fd with O_DIRECTORY|O_NOFOLLOW, through openat
+// where the package's addon loads (beneath.js `openAt`), and otherwise, and
+// for every other call, as `/proc/self/fd/<parent fd>/<name>` (Linux only),
+// whose magic link the kernel resolves to exactly the directory we hold.
+// O_NOFOLLOW refuses a symlink, so the walk never leaves the grant and no
+// rename meanwhile can redirect it. The last component is then acted on with
+// calls that do not follow a final symlink. Directories on the way are held
+// as O_PATH fds: like openat's own resolution they need no read permission,
+// and opening one has no side effect.
 //
 // Where a final symlink may be followed (open-read, stat-follow, read-dir,
 // sync), it is opened O_PATH, and used only once proven inside the grant:
@@ -22,7 +24,6 @@
 import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
-  closeSync,
   constants,
   fchmodSync,
   fchownSync,
@@ -43,7 +44,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 
-import { O_PATH, at, checkProcFd, components, fsError, notPermitted, openDir, removeEntry, walk } from '../beneath.js';
+import { O_PATH, at, checkProcFd, closeFd, components, fsError, notPermitted, openAt, openDir, removeEntry, walk } from '../beneath.js';
 import { SCRATCH_PREFIX } from '../confine.js';
 import { guarded } from './hostfs-errors.js';
 import { change, decode, entryChange, entryTimes, kindOf, metadata, split, toTime } from './hostfs-metadata.js';
@@ -84,7 +85,7 @@ class FileSource {
     const fd = this.fd;
     this.fd = null;
     try {
-      closeSync(fd);
+      closeFd(fd);
     } catch {
       // Nothing was written through it: a failed close loses nothing.
     }
@@ -104,7 +105,7 @@ class FileSink {
     writeAll(this.fd, bytes);
   }
   close() {
-    closeSync(this.fd);
+    closeFd(this.fd);
   }
 }
 
@@ -125,10 +126,10 @@ function copy(src, fd, len, path) {
   return moved;
 }
 
-/** `entry` opened for reading without following a final symlink; undefined where that fails. */
-function openPlain(entry) {
+/** Entry `name` of directory fd `dir` opened for reading without following a final symlink; undefined where that fails. */
+function openPlain(dir, name) {
   try {
-    return openSync(entry, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+    return openAt(dir, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
   } catch {
     return undefined;
   }
@@ -139,7 +140,7 @@ function withStat(fd) {
   try {
     return { fd, stat: fstatSync(fd, BIG) };
   } catch (e) {
-    closeSync(fd);
+    closeFd(fd);
     throw e;
   }
 }
@@ -181,7 +182,7 @@ export class GrantedDir {
     try {
       checkProcFd(this.#fd);
     } catch (e) {
-      closeSync(this.#fd);
+      closeFd(this.#fd);
       throw e;
     }
     if (this.#writable) {
@@ -201,7 +202,7 @@ export class GrantedDir {
     for (const fd of [this.#fd, this.#parent]) {
       if (fd === null || fd < 0) continue;
       try {
-        closeSync(fd);
+        closeFd(fd);
       } catch {
         // A directory fd: nothing to lose.
       }
@@ -283,11 +284,11 @@ export class GrantedDir {
         // O_NOFOLLOW fails on a final symlink, which the path below
         // follows only to inside the grant; any failure takes that path,
         // for its error.
-        const direct = this.#follow ? undefined : openPlain(at(dir, leaf));
+        const direct = this.#follow ? undefined : openPlain(dir, leaf);
         if (direct !== undefined) {
           const opened = withStat(direct);
           if (opened.stat.isFile()) return opened;
-          closeSync(direct);
+          closeFd(direct);
           throw fsError('io', `${path} is not a regular file`);
         }
         return this.#resolved(dir, leaf, path, 0, (fd, stat) => {
@@ -314,7 +315,7 @@ export class GrantedDir {
         if (moved === len) futimesSync(fd, Date.now() / 1000, toTime(mtimeSec, 0));
         return moved;
       } finally {
-        closeSync(fd);
+        closeFd(fd);
       }
     });
   }
@@ -329,7 +330,7 @@ export class GrantedDir {
         chmodSync(at(fd), mode & 0o777);
         if (isTopScratch(path)) this.#staging.adopt(path, fd);
       } finally {
-        closeSync(fd);
+        closeFd(fd);
       }
     });
   }
@@ -360,10 +361,10 @@ export class GrantedDir {
         }
         return made;
       } finally {
-        closeSync(to);
+        closeFd(to);
       }
     } finally {
-      closeSync(from);
+      closeFd(from);
     }
   }
 
@@ -377,13 +378,13 @@ export class GrantedDir {
 
   #setMode(path, mode) {
     this.#mut(path, (dir, leaf) => {
-      const fd = openSync(at(dir, leaf), O_PATH | O_NOFOLLOW);
+      const fd = openAt(dir, leaf, O_PATH | O_NOFOLLOW);
       try {
         if (fstatSync(fd).isSymbolicLink()) throw notPermitted(`${path} is a symlink`);
         // chmod through an O_PATH fd's /proc link changes exactly the inode it holds.
         chmodSync(at(fd), mode & 0o7777);
       } finally {
-        closeSync(fd);
+        closeFd(fd);
       }
     });
   }
@@ -412,7 +413,7 @@ export class GrantedDir {
         try {
           fsyncSync(fd);
         } finally {
-          closeSync(fd);
+          closeFd(fd);
         }
       }),
     );
@@ -472,10 +473,10 @@ export class GrantedDir {
         throw e;
       }
     } catch (e) {
-      closeSync(fresh);
+      closeFd(fresh);
       throw e;
     }
-    closeSync(this.#fd);
+    closeFd(this.#fd);
     this.#fd = fresh;
     try {
       removeEntry(parent, old, old);
@@ -517,7 +518,7 @@ export class GrantedDir {
       try {
         return fn(dir, names.at(-1));
       } finally {
-        if (dir !== root) closeSync(dir);
+        if (dir !== root) closeFd(dir);
       }
     });
   }
@@ -551,7 +552,7 @@ export class GrantedDir {
     try {
       return fn(fd, stat);
     } finally {
-      closeSync(fd);
+      closeFd(fd);
     }
   }
 
@@ -574,14 +575,14 @@ export class GrantedDir {
     }
     if (own !== null) {
       if (!own.stat.isSymbolicLink()) return own;
-      closeSync(own.fd);
+      closeFd(own.fd);
     }
     const fd = openSync(entry, O_PATH | flags);
     try {
       if (!this.#inside(fd, path)) throw notPermitted(`${path}: a symlink leads outside ${this.path}`);
       return withStat(fd);
     } catch (e) {
-      closeSync(fd);
+      closeFd(fd);
       throw e;
     }
   }
@@ -608,7 +609,7 @@ export class GrantedDir {
     } catch {
       return false; // not reachable without a symlink
     } finally {
-      if (dir !== this.#fd) closeSync(dir);
+      if (dir !== this.#fd) closeFd(dir);
     }
   }
 
@@ -627,14 +628,14 @@ export class GrantedDir {
   /** Creates a new file born with exactly `mode & 0o777`; returns its fd, open for writing. */
   #create(path, mode) {
     return this.#mut(path, (dir, leaf) => {
-      const fd = openSync(at(dir, leaf), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0o600);
+      const fd = openAt(dir, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0o600);
       try {
         this.#noteScratch(path, fd);
         // Born at most 0600 (less under a umask), set exactly before any byte is written: never a wider window.
         fchmodSync(fd, mode & 0o777);
         return fd;
       } catch (e) {
-        closeSync(fd);
+        closeFd(fd);
         throw e;
       }
     });

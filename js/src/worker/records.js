@@ -5,8 +5,10 @@
 // whole-file renames, failures are reported to the component and dropped.
 
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, fsyncSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { fsyncSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+
+import { closeFd } from '../beneath.js';
 
 /** The largest record kept (as the Rust host). */
 export const MAX_RECORD_BYTES = 64n << 20n;
@@ -53,7 +55,7 @@ export function recordStore(dir) {
           for (let off = 0; off < value.length; ) off += writeSync(fd, value, off, value.length - off);
           fsyncSync(fd);
         } finally {
-          closeSync(fd);
+          closeFd(fd);
         }
         renameSync(tmp, p);
       } catch (e) {

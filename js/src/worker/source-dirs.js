@@ -12,7 +12,7 @@
 // well have opened a moment before the move. Nothing is kept past the
 // batch, and only for open-read's file opens.
 
-import { closeSync } from 'node:fs';
+import { closeFd } from '../beneath.js';
 
 export class SourceDirs {
   /** The kept directory's path (`a/b`) and O_PATH fd; null: none. */
@@ -39,7 +39,7 @@ export class SourceDirs {
     this.#key = null;
     this.#fd = undefined;
     try {
-      closeSync(fd);
+      closeFd(fd);
     } catch {
       // A directory fd: nothing to lose.
     }

@@ -16,7 +16,9 @@
 // component renames, removes or chmods anything in the tree, or swaps the
 // tree in (replace-with), and when the grant closes.
 
-import { closeSync, fstatSync } from 'node:fs';
+import { fstatSync } from 'node:fs';
+
+import { closeFd } from '../beneath.js';
 
 /** Most directory fds kept. */
 const MAX_FDS = 64;
@@ -53,7 +55,7 @@ export class StagingDirs {
       if (this.#fds.size >= MAX_FDS) {
         const [oldest, oldestFd] = this.#fds.entries().next().value;
         this.#fds.delete(oldest);
-        closeSync(oldestFd);
+        closeFd(oldestFd);
       }
       this.#fds.set(key, fd);
     }
@@ -64,7 +66,7 @@ export class StagingDirs {
   drop() {
     for (const fd of this.#fds.values()) {
       try {
-        closeSync(fd);
+        closeFd(fd);
       } catch {
         // A directory fd: nothing to lose.
       }

@@ -4,10 +4,9 @@
 // it opens it, as send-files would (O_RDONLY|O_NONBLOCK|O_NOFOLLOW|
 // O_NOCTTY, through the directory fd the listing holds), and reads its
 // metadata off the handle instead of an lstat. send-files then takes the
-// handle instead of opening the path again. Each lookup through
-// /proc/self/fd costs Node about 5 us (an absolute path half that, which a
-// grant cannot use), and the worker's CPU is what a sync-in of many small
-// files waits for.
+// handle instead of opening the path again. An open costs Node several us
+// (twice that through /proc/self/fd, without the addon), and the worker's
+// CPU is what a sync-in of many small files waits for.
 //
 // Sound for source-dirs.js's reason: send-files sends a file only when the
 // handle is the very inode the walk planned (device, inode, size, mtime,
@@ -18,9 +17,9 @@
 // closed with the grant. At most MAX_FDS are held: past that, or once an
 // open failed for want of fds, the walk lstats as before.
 
-import { closeSync, constants, fstatSync, openSync, readFileSync } from 'node:fs';
+import { constants, fstatSync, readFileSync } from 'node:fs';
 
-import { at } from '../beneath.js';
+import { closeFd, openAt } from '../beneath.js';
 
 const { O_RDONLY, O_NONBLOCK, O_NOFOLLOW, O_NOCTTY } = constants;
 const BIG = { bigint: true };
@@ -59,7 +58,7 @@ export class WalkedFiles {
     if (this.#full || this.#files.size >= MAX_FDS) return null;
     let fd;
     try {
-      fd = openSync(at(dir, name), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
+      fd = openAt(dir, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY);
     } catch (e) {
       if (e.code === 'EMFILE' || e.code === 'ENFILE') this.#full = true;
       return null;
@@ -71,7 +70,7 @@ export class WalkedFiles {
       // Then lstat says what it is.
     }
     if (!stat?.isFile()) {
-      closeSync(fd);
+      closeFd(fd);
       return null;
     }
     this.#drop(path);
@@ -97,7 +96,7 @@ export class WalkedFiles {
     if (file === undefined) return;
     this.#files.delete(path);
     try {
-      closeSync(file.fd);
+      closeFd(file.fd);
     } catch {
       // Opened only to read: nothing to lose.
     }
