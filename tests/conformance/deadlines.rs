@@ -21,16 +21,14 @@ fn stubborn_root() -> &'static Path {
         sweep_roots_of_gone_processes("sandbox-sync-stubborn-");
         let root = std::env::temp_dir().join(format!("sandbox-sync-stubborn-{}", std::process::id()));
         std::fs::create_dir_all(root.join("bin")).unwrap();
-        std::fs::copy("/bin/busybox", root.join("bin/busybox")).unwrap();
+        sandbox_sync_tests::install_executable(Path::new("/bin/busybox"), &root.join("bin/busybox"));
         for applet in ["sleep", "cat", "ls"] {
             let _ = symlink("busybox", root.join("bin").join(applet));
         }
-        std::fs::write(
-            root.join("bin/sh"),
+        sandbox_sync_tests::write_executable(
+            &root.join("bin/sh"),
             "#!/bin/busybox sh\ntrap '' TERM INT HUP USR1 USR2 PIPE QUIT ALRM\nwhile :; do /bin/busybox sleep 1; done\n",
-        )
-        .unwrap();
-        std::fs::set_permissions(root.join("bin/sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
         root
     })

@@ -25,24 +25,21 @@ fn hostile_root() -> &'static Path {
         let root = std::env::temp_dir().join(format!("sandbox-sync-hostile-{}", std::process::id()));
         std::fs::create_dir_all(root.join("usr/local/bin")).unwrap();
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
-        std::fs::write(root.join("usr/local/bin/tar"), "#!/bin/sh\n# It passes for GNU tar (the program then trusts it most: excludes,\n# keep lists), and whatever it is asked, it writes the crafted archive\n# (unless its case is marked honest for now: then it is the real tar).\ncase $1 in --version) echo 'tar (GNU tar) 1.35'; exit 0 ;; esac\n[ ! -e ../../honest ] || exec /usr/bin/tar \"$@\"\n[ ! -e ../../slow ] || { sleep 1; exec /usr/bin/tar \"$@\"; }\nexec cat ./.evil.tar\n").unwrap();
-        std::fs::set_permissions(root.join("usr/local/bin/tar"), std::fs::Permissions::from_mode(0o755)).unwrap();
+        sandbox_sync_tests::write_executable(&root.join("usr/local/bin/tar"), "#!/bin/sh\n# It passes for GNU tar (the program then trusts it most: excludes,\n# keep lists), and whatever it is asked, it writes the crafted archive\n# (unless its case is marked honest for now: then it is the real tar).\ncase $1 in --version) echo 'tar (GNU tar) 1.35'; exit 0 ;; esac\n[ ! -e ../../honest ] || exec /usr/bin/tar \"$@\"\n[ ! -e ../../slow ] || { sleep 1; exec /usr/bin/tar \"$@\"; }\nexec cat ./.evil.tar\n");
         // A `find` that never returns in a directory holding `.hang`: an
         // incremental listing that never comes; in one holding `.flood`
         // ("N" or "N DEPTH"), a listing of N made-up files, each DEPTH
         // ten-byte directories deep.
-        std::fs::write(root.join("usr/local/bin/find"), "#!/bin/sh
+        sandbox_sync_tests::write_executable(&root.join("usr/local/bin/find"), "#!/bin/sh
 [ ! -e ./.hang ] || exec sleep 600
 [ ! -e ./.flood ] || { read -r n deep <./.flood; p=$(seq \"${deep:-0}\" | sed 's|.*|ddddddddd/|' | tr -d '\\n'); d=$(stat -c %d .); seq \"$n\" | exec sed \"s|.*|$d & 1 2000-01-01 00:00:00.000000000 +0000 ./$p&|\"; }
-exec /usr/bin/find \"$@\"\n").unwrap();
-        std::fs::set_permissions(root.join("usr/local/bin/find"), std::fs::Permissions::from_mode(0o755)).unwrap();
+exec /usr/bin/find \"$@\"\n");
         // A `zstd` that asks for a 128 MiB window where the case its input
         // comes from holds `bigwindow` (the host accepts 8 MiB).
-        std::fs::write(root.join("usr/local/bin/zstd"), "#!/bin/sh
+        sandbox_sync_tests::write_executable(&root.join("usr/local/bin/zstd"), "#!/bin/sh
 z=$(readlink /proc/self/fd/0); b=${z%%/workspace/*}
 [ ! -e \"$b/bigwindow\" ] || exec /usr/bin/zstd --long=27 \"$@\"
-exec /usr/bin/zstd \"$@\"\n").unwrap();
-        std::fs::set_permissions(root.join("usr/local/bin/zstd"), std::fs::Permissions::from_mode(0o755)).unwrap();
+exec /usr/bin/zstd \"$@\"\n");
         root
     })
 }

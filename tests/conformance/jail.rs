@@ -56,11 +56,10 @@ fn probe(uid: Option<u32>) {
         .tempdir()
         .unwrap();
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::copy(
-        env!("CARGO_BIN_EXE_sandbox-escape-probe"),
-        root.path().join("probe"),
-    )
-    .unwrap();
+    sandbox_sync_tests::install_executable(
+        Path::new(env!("CARGO_BIN_EXE_sandbox-escape-probe")),
+        &root.path().join("probe"),
+    );
     let host = host_paths();
     let mut backend = LocalBackend::sandbox_root_with_host_userland(root.path()).unwrap();
     if let Some(uid) = uid {
@@ -104,7 +103,10 @@ fn proc_1_root_is_the_sandbox_root() {
         .tempdir()
         .unwrap();
     std::fs::create_dir_all(root.path().join("bin")).unwrap();
-    std::fs::copy("/bin/busybox", root.path().join("bin/busybox")).unwrap();
+    sandbox_sync_tests::install_executable(
+        Path::new("/bin/busybox"),
+        &root.path().join("bin/busybox"),
+    );
     for a in ["sh", "cat", "ls", "echo"] {
         symlink("busybox", root.path().join("bin").join(a)).unwrap();
     }
@@ -143,7 +145,10 @@ fn planted_dev_and_proc_links_are_not_followed() {
         .unwrap();
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::create_dir_all(root.path().join("bin")).unwrap();
-    std::fs::copy("/bin/busybox", root.path().join("bin/busybox")).unwrap();
+    sandbox_sync_tests::install_executable(
+        Path::new("/bin/busybox"),
+        &root.path().join("bin/busybox"),
+    );
     let list = std::process::Command::new("/bin/busybox")
         .arg("--list")
         .output()

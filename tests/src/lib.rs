@@ -404,7 +404,7 @@ fn busybox_root() -> &'static Path {
         sweep_roots_of_gone_processes("sandbox-sync-bbroot-");
         let root = std::env::temp_dir().join(format!("sandbox-sync-bbroot-{}", std::process::id()));
         std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
-        std::fs::copy(busybox, root.join("bin/busybox")).expect("copy busybox");
+        install_executable(busybox, &root.join("bin/busybox"));
         let out =
             run_fresh_binary(std::process::Command::new(root.join("bin/busybox")).arg("--list"));
         for applet in String::from_utf8_lossy(&out.stdout).lines() {
@@ -476,7 +476,7 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
         } else if let Some(applet) = tool.strip_prefix("busybox:") {
             let busybox = root.join("bin/busybox");
             if !busybox.exists() {
-                std::fs::copy("/bin/busybox", &busybox).expect("copy busybox");
+                install_executable(Path::new("/bin/busybox"), &busybox);
             }
             symlink("busybox", root.join("bin").join(applet)).expect("link an applet");
         } else {
@@ -521,17 +521,14 @@ fn fake_tool(root: &Path, name: &str) {
         other => panic!("no fake tool {other}"),
     };
     copy_host_binary(root, Path::new(real), &format!("{tool}.real"));
-    let path = root.join("bin").join(tool);
-    std::fs::write(&path, script).expect("write a fake tool");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .expect("chmod a fake tool");
+    write_executable(&root.join("bin").join(tool), script);
 }
 
 /// Copies the host binary `host` to `root/bin/name`, with every shared
 /// library `ldd` says it loads at its own path.
 fn copy_host_binary(root: &Path, host: &Path, name: &str) {
     let real = std::fs::canonicalize(host).expect("resolve a host binary");
-    link_or_copy(&real, &root.join("bin").join(name));
+    install_executable(&real, &root.join("bin").join(name));
     let out = std::process::Command::new("ldd")
         .arg(&real)
         .output()
@@ -547,18 +544,56 @@ fn copy_host_binary(root: &Path, host: &Path, name: &str) {
         if let Some(dir) = inside.parent() {
             std::fs::create_dir_all(dir).expect("mkdir a library dir");
         }
-        link_or_copy(
+        install_executable(
             &std::fs::canonicalize(lib).expect("resolve a library"),
             &inside,
         );
     }
 }
 
-/// A hard link (the roots are many and left behind), else a copy.
-fn link_or_copy(from: &Path, to: &Path) {
-    if std::fs::hard_link(from, to).is_err() {
-        std::fs::copy(from, to).expect("copy a host file");
+/// Puts executable `from` at `to` without this process ever holding `to`
+/// open for writing: a hard link where one filesystem allows (the roots
+/// are many and left behind), else `cp` in a child. A file this
+/// multi-threaded process wrote itself stays open for writing in every
+/// child another thread forks meanwhile, until that child execs, and
+/// running it fails with ETXTBSY until then (a conformance run failed so,
+/// starting a fresh BusyBox as a jail's `/bin/sh`).
+#[allow(clippy::expect_used)]
+pub fn install_executable(from: &Path, to: &Path) {
+    if std::fs::hard_link(from, to).is_ok() {
+        return;
     }
+    let status = std::process::Command::new("cp")
+        .arg("--")
+        .arg(from)
+        .arg(to)
+        .status()
+        .expect("run cp");
+    assert!(
+        status.success(),
+        "cp {} {}: {status}",
+        from.display(),
+        to.display()
+    );
+}
+
+/// Writes script `text` as executable `path`, for the reason of
+/// [`install_executable`]: through a staged copy only a child writes.
+#[allow(clippy::expect_used)]
+pub fn write_executable(path: &Path, text: &str) {
+    let mut staged = path.as_os_str().to_owned();
+    staged.push(".staged");
+    let staged = PathBuf::from(staged);
+    std::fs::write(&staged, text).expect("write a script");
+    let status = std::process::Command::new("cp")
+        .arg("--")
+        .arg(&staged)
+        .arg(path)
+        .status()
+        .expect("run cp");
+    assert!(status.success(), "cp {}: {status}", path.display());
+    std::fs::remove_file(&staged).expect("remove a staged script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod a script");
 }
 
 /// Runs a binary this process has just written. Another thread's child may
