@@ -13,11 +13,11 @@ import { PACKAGE as pkg } from './cargo.mjs';
 const SOURCE = join(pkg, 'native', 'at.c');
 
 /** Where the package loads the module from on this platform (src/native.js). */
-export const nativeModule = () => join(pkg, 'native', `${process.platform}-${process.arch}`, 'at.node');
+const MODULE = join(pkg, 'native', `${process.platform}-${process.arch}`, 'at.node');
 
 export function buildNative() {
   if (process.platform !== 'linux') return null;
-  const out = nativeModule();
+  const out = MODULE;
   const built = statSync(out, { throwIfNoEntry: false });
   if (built && built.mtimeMs >= statSync(SOURCE).mtimeMs) return out;
   const { include_dir } = createRequire(import.meta.url)('node-api-headers');

@@ -34,17 +34,7 @@ fn host_paths() -> Host {
 
 fn run_in(backend: &LocalBackend, script: &[&str]) -> std::process::Output {
     let argv: Vec<String> = script.iter().map(|s| s.to_string()).collect();
-    // The probe was just copied in: another thread's child may still hold
-    // its write descriptor between fork and exec (ETXTBSY) for a moment.
-    for _ in 0..100 {
-        match block_on(async { backend.command(&argv).unwrap().output().await }) {
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error()) => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            other => return other.unwrap(),
-        }
-    }
-    panic!("{argv:?} stayed busy");
+    block_on(async { backend.command(&argv).unwrap().output().await }).unwrap()
 }
 
 /// Runs the escape probe (every known way out: /proc/N/root and cwd, the

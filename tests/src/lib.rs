@@ -405,8 +405,10 @@ fn busybox_root() -> &'static Path {
         let root = std::env::temp_dir().join(format!("sandbox-sync-bbroot-{}", std::process::id()));
         std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
         install_executable(busybox, &root.join("bin/busybox"));
-        let out =
-            run_fresh_binary(std::process::Command::new(root.join("bin/busybox")).arg("--list"));
+        let out = std::process::Command::new(root.join("bin/busybox"))
+            .arg("--list")
+            .output()
+            .expect("run busybox --list");
         for applet in String::from_utf8_lossy(&out.stdout).lines() {
             if applet != "busybox" {
                 let _ = symlink("busybox", root.join("bin").join(applet));
@@ -558,11 +560,16 @@ fn copy_host_binary(root: &Path, host: &Path, name: &str) {
 /// child another thread forks meanwhile, until that child execs, and
 /// running it fails with ETXTBSY until then (a conformance run failed so,
 /// starting a fresh BusyBox as a jail's `/bin/sh`).
-#[allow(clippy::expect_used)]
 pub fn install_executable(from: &Path, to: &Path) {
     if std::fs::hard_link(from, to).is_ok() {
         return;
     }
+    copy_in_child(from, to);
+}
+
+/// `cp from to` in a child process: only the child ever holds `to` open.
+#[allow(clippy::expect_used)]
+fn copy_in_child(from: &Path, to: &Path) {
     let status = std::process::Command::new("cp")
         .arg("--")
         .arg(from)
@@ -585,31 +592,10 @@ pub fn write_executable(path: &Path, text: &str) {
     staged.push(".staged");
     let staged = PathBuf::from(staged);
     std::fs::write(&staged, text).expect("write a script");
-    let status = std::process::Command::new("cp")
-        .arg("--")
-        .arg(&staged)
-        .arg(path)
-        .status()
-        .expect("run cp");
-    assert!(status.success(), "cp {}: {status}", path.display());
+    // Never a hard link: the staged file is one this process wrote.
+    copy_in_child(&staged, path);
     std::fs::remove_file(&staged).expect("remove a staged script");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod a script");
-}
-
-/// Runs a binary this process has just written. Another thread's child may
-/// still hold the write descriptor between its fork and exec (ETXTBSY), so
-/// retry for a while.
-#[allow(clippy::expect_used)]
-pub fn run_fresh_binary(cmd: &mut std::process::Command) -> std::process::Output {
-    for _ in 0..100 {
-        match cmd.output() {
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::TXTBSY.raw_os_error()) => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            other => return other.expect("run a freshly written binary"),
-        }
-    }
-    cmd.output().expect("run a freshly written binary")
 }
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
