@@ -60,11 +60,14 @@ export const closeFd = native
     }
   : closeSync;
 
+/** Whether `name` (with no `/`) may be one component of a clean relative path. */
+export const isComponent = (name) => name !== '' && name !== '.' && name !== '..' && !name.includes('\0');
+
 /** The components of a clean relative path (`is_clean_relative`); none for the grant itself. */
 export function components(path) {
   if (path === '' || path === '.') return [];
   const names = path.split('/');
-  if (names.some((c) => c === '' || c === '.' || c === '..' || c.includes('\0'))) {
+  if (!names.every(isComponent)) {
     throw notPermitted(`${JSON.stringify(path)} is not a clean relative path`);
   }
   return names;

@@ -722,6 +722,22 @@ test('a staged tree walks afresh once anything in it moves, and a tree others ma
   assert.equal(fdCount(), before);
 });
 
+test("a kept directory's entries are still checked name by name: no `..`, `.`, empty or NUL leaf", () => {
+  const g = grant();
+  g.mkdir('.paperclip-upload-k', 0o700);
+  g.mkdir('.paperclip-upload-k/d', 0o700);
+  g.writeFile('.paperclip-upload-k/d/f', 0o644, 0n, memSource('f'), 1n); // the fd of `d` is kept from here
+  for (const leaf of ['..', '.', '', 'a\0b']) {
+    fails(() => g.writeFile(`.paperclip-upload-k/d/${leaf}`, 0o644, 0n, memSource('x'), 1n), 'not-permitted');
+    fails(() => g.stat(`.paperclip-upload-k/d/${leaf}`), 'not-permitted');
+  }
+  // `d/../../x` has a kept-looking prefix only after a `..`: walked, and refused.
+  fails(() => g.writeFile('.paperclip-upload-k/d/../../x', 0o644, 0n, memSource('x'), 1n), 'not-permitted');
+  assert.deepEqual(fs.readdirSync(inGrant('.paperclip-upload-k', 'd')), ['f']);
+  assert.ok(!fs.existsSync(inGrant('x')));
+  g.close();
+});
+
 test('removeScratch removes only the very entries created, without a grant', () => {
   const calls = [];
   const g = grant({ onScratch: (name, dev, ino) => calls.push({ name, dev, ino }) });

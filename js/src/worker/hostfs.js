@@ -44,7 +44,7 @@ import {
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 
-import { O_PATH, at, checkProcFd, closeFd, components, fsError, notPermitted, openAt, openDir, removeEntry, walk } from '../beneath.js';
+import { O_PATH, at, checkProcFd, closeFd, components, fsError, isComponent, notPermitted, openAt, openDir, removeEntry, walk } from '../beneath.js';
 import { SCRATCH_PREFIX } from '../confine.js';
 import { guarded } from './hostfs-errors.js';
 import { change, decode, entryChange, entryTimes, kindOf, metadata, split, toTime } from './hostfs-metadata.js';
@@ -506,6 +506,14 @@ export class GrantedDir {
    */
   #in(path, fn, kept = this.#staging) {
     return guarded(path, () => {
+      // Most calls name an entry of a directory `kept` holds: its key was
+      // walked (so is clean), only the last component is left to check.
+      const slash = path.lastIndexOf('/');
+      if (slash > 0 && !this.#follow) {
+        const fd = kept.held(path.slice(0, slash));
+        const leaf = path.slice(slash + 1);
+        if (fd !== undefined && isComponent(leaf)) return fn(fd, leaf);
+      }
       const names = components(path);
       // Not this.#fd afterwards: replace-with changes it.
       const root = this.#fd;

@@ -19,6 +19,11 @@ export class SourceDirs {
   #key = null;
   #fd = undefined;
 
+  /** The kept fd if it is directory `key`'s (`a/b`, as `dir` joins it); undefined: none. */
+  held(key) {
+    return key === this.#key ? this.#fd : undefined;
+  }
+
   /** The fd of the directory `names` lead to: the kept one, else `walk()`'s, then kept. */
   dir(names, walk) {
     // The grant itself needs no walk.

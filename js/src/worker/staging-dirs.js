@@ -42,6 +42,11 @@ export class StagingDirs {
     return this.#top !== null && (path === this.#top || path.startsWith(`${this.#top}/`));
   }
 
+  /** The fd kept for directory `key` (`top/a/b`, as `dir` joins it); undefined: none. */
+  held(key) {
+    return this.#fds.get(key);
+  }
+
   /**
    * The fd of the directory `names` lead to, where it lies in the tree:
    * the one kept, else `walk()`'s, then kept. Undefined elsewhere.
