@@ -4,7 +4,7 @@
 // its manual lookup (`fs/manually/`) apart from the operations on the last
 // component.
 
-import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
+import { closeSync, constants, fstatSync, futimesSync, lstatSync, openSync, readdirSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
 import { getSystemErrorMap } from 'node:util';
 
 import { native } from './native.js';
@@ -62,6 +62,37 @@ export const closeFd = native
 
 /** Whether `name` (with no `/`) may be one component of a clean relative path. */
 export const isComponent = (name) => name !== '' && name !== '.' && name !== '..' && !name.includes('\0');
+
+/**
+ * A new file `name` of directory fd `dir` (O_EXCL, not through a symlink),
+ * born at most 0600 and given exactly `mode & 0o777` before any byte is
+ * written; its fd, for `sealFd` or `closeFd`. Through the addon only (see
+ * at.c's `create`): a failed chmod closes the fd and leaves the empty file.
+ */
+export function createAt(dir, name, mode) {
+  const fd = native.create(dir, name, mode);
+  if (fd < 0) throw errnoError(fd, 'create', typeof name === 'string' ? name : name.toString('latin1'));
+  return fd;
+}
+
+/**
+ * Gives a file host-fs created modification time `sec` (a BigInt, clamped
+ * at the epoch) and closes it, even when that fails. The addon leaves the
+ * access time alone; node:fs cannot, so it gets now (the file was created a
+ * moment ago).
+ */
+export const sealFd = native
+  ? (fd, sec) => {
+      const r = native.seal(fd, sec);
+      if (r < 0) throw errnoError(r, 'futimens', fd);
+    }
+  : (fd, sec) => {
+      try {
+        futimesSync(fd, Date.now() / 1000, Number(sec < 0n ? 0n : sec));
+      } finally {
+        closeFd(fd);
+      }
+    };
 
 /** The components of a clean relative path (`is_clean_relative`); none for the grant itself. */
 export function components(path) {

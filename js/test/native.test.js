@@ -11,7 +11,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Worker } from 'node:worker_threads';
 
-import { closeFd, openAt, O_PATH } from '../src/beneath.js';
+import { closeFd, createAt, openAt, O_PATH, sealFd } from '../src/beneath.js';
 import { native } from '../src/native.js';
 
 const { O_RDONLY, O_WRONLY, O_CREAT, O_EXCL, O_NOFOLLOW, O_DIRECTORY } = fs.constants;
@@ -92,6 +92,56 @@ test("fails as node:fs fails: code, negative errno, the name", () => {
   assert.throws(() => native.openat(dir, 7, O_RDONLY, 0), TypeError);
   assert.throws(() => closeFd(1 << 30), { code: 'EBADF' });
   assert.equal(native.held(), 0);
+});
+
+test('create: exclusive, never through a symlink, exactly the mode asked whatever the umask', { skip: !native && 'no addon' }, () => {
+  const made = path.join(root, 'created');
+  const old = process.umask(0o077);
+  let fd;
+  try {
+    fd = createAt(dir, 'created', 0o4755);
+  } finally {
+    process.umask(old);
+  }
+  assert.equal(native.held(), 1);
+  // Exactly mode & 0o777: the umask narrowed the open, the chmod set it; no setuid.
+  assert.equal(fs.fstatSync(fd).mode & 0o7777, 0o755);
+  const flags = parseInt(/^flags:\s+([0-7]+)$/m.exec(fs.readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8'))[1], 8);
+  assert.ok(flags & 0o2000000, 'no O_CLOEXEC');
+  assert.equal(flags & 0o3, O_WRONLY);
+  fs.writeSync(fd, 'bytes');
+  const atime = fs.fstatSync(fd, { bigint: true }).atimeNs;
+  sealFd(fd, 1_500_000_000n);
+  assert.equal(native.held(), 0);
+  assert.throws(() => fs.fstatSync(fd), { code: 'EBADF' }, 'seal closes');
+  const st = fs.statSync(made, { bigint: true });
+  assert.equal(st.mtimeNs, 1_500_000_000_000_000_000n);
+  assert.equal(st.atimeNs, atime, 'the access time is left alone');
+  assert.equal(fs.readFileSync(made, 'utf8'), 'bytes');
+  // O_EXCL; a symlink is not followed, whether dangling or not.
+  assert.throws(() => createAt(dir, 'created', 0o644), { code: 'EEXIST', message: /created/ });
+  fs.symlinkSync(path.join(root, 'nowhere'), path.join(root, 'dangling'));
+  assert.throws(() => createAt(dir, 'dangling', 0o644), { code: 'EEXIST' });
+  assert.throws(() => createAt(dir, 'link', 0o644), { code: 'EEXIST' });
+  assert.ok(!fs.existsSync(path.join(root, 'nowhere')));
+  assert.throws(() => createAt(dir, Buffer.from('a\0b'), 0o644), { code: 'EINVAL' });
+  assert.throws(() => createAt(-1, 'x', 0o644), { code: 'EBADF' });
+  assert.throws(() => native.create(dir, 'x'), TypeError);
+  // Before the epoch: clamped to it, as the Rust shim does.
+  const early = createAt(dir, 'early', 0o600);
+  sealFd(early, -5n);
+  assert.equal(fs.statSync(path.join(root, 'early'), { bigint: true }).mtimeNs, 0n);
+  // Only what create or openat opened, and only a BigInt time.
+  const theirs = fs.openSync(made, 'r');
+  try {
+    assert.throws(() => sealFd(theirs, 1n), { code: 'EBADF' });
+    assert.ok(fs.fstatSync(theirs).isFile(), 'an fd not opened by the addon stays open');
+    assert.throws(() => native.seal(theirs, 1), TypeError);
+  } finally {
+    fs.closeSync(theirs);
+  }
+  assert.equal(native.held(), 0);
+  for (const f of ['created', 'dangling', 'early']) fs.rmSync(path.join(root, f));
 });
 
 test("a worker's fds close when it is terminated mid-call", async () => {

@@ -29,7 +29,6 @@ import {
   fchownSync,
   fstatSync,
   fsyncSync,
-  futimesSync,
   linkSync,
   lstatSync,
   lutimesSync,
@@ -44,7 +43,8 @@ import {
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 
-import { O_PATH, at, checkProcFd, closeFd, components, fsError, isComponent, notPermitted, openAt, openDir, removeEntry, walk } from '../beneath.js';
+import { O_PATH, at, checkProcFd, closeFd, components, createAt, fsError, isComponent, notPermitted, openAt, openDir, removeEntry, sealFd, walk } from '../beneath.js';
+import { native } from '../native.js';
 import { SCRATCH_PREFIX } from '../confine.js';
 import { guarded } from './hostfs-errors.js';
 import { change, decode, entryChange, entryTimes, kindOf, metadata, split, toTime } from './hostfs-metadata.js';
@@ -307,15 +307,16 @@ export class GrantedDir {
   writeFile(path, mode, mtimeSec, src, len) {
     const fd = this.#create(path, mode);
     return guarded(path, () => {
+      let open = true;
       try {
         const moved = copy(src, fd, len, path);
-        // Node cannot leave the atime alone (no UTIME_OMIT): the file was
-        // created a moment ago, so it gets now (no fstat a file to read back
-        // its birth, 4% of a small-file sync-out).
-        if (moved === len) futimesSync(fd, Date.now() / 1000, toTime(mtimeSec, 0));
+        if (moved === len) {
+          open = false;
+          sealFd(fd, mtimeSec);
+        }
         return moved;
       } finally {
-        closeFd(fd);
+        if (open) closeFd(fd);
       }
     });
   }
@@ -636,6 +637,8 @@ export class GrantedDir {
   /** Creates a new file born with exactly `mode & 0o777`; returns its fd, open for writing. */
   #create(path, mode) {
     return this.#mut(path, (dir, leaf) => {
+      // The open and the chmod in one call, where nothing is noted between them.
+      if (native && !isTopScratch(path)) return createAt(dir, leaf, mode);
       const fd = openAt(dir, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, mode & 0o600);
       try {
         this.#noteScratch(path, fd);
