@@ -144,6 +144,49 @@ test('create: exclusive, never through a symlink, exactly the mode asked whateve
   for (const f of ['created', 'dangling', 'early']) fs.rmSync(path.join(root, f));
 });
 
+test("same: the planned file's device, inode, size and mtime, exactly, and nothing else", { skip: !native && 'no addon' }, () => {
+  const file = path.join(root, 'planned');
+  // Written now: an mtime with nanoseconds, which a double could not carry next to today's seconds.
+  fs.writeFileSync(file, 'x'.repeat(100));
+  const fd = fs.openSync(file, 'r');
+  try {
+    const st = fs.fstatSync(fd, { bigint: true });
+    const f = { device: st.dev, inode: st.ino, size: st.size, mtimeSec: st.mtimeNs / 1_000_000_000n, mtimeNsec: Number(st.mtimeNs % 1_000_000_000n) };
+    const same = (g) => native.same(fd, g.device, g.inode, g.size, g.mtimeSec, g.mtimeNsec);
+    assert.equal(same(f), 1);
+    for (const [field, other] of [
+      ['device', f.device + 1n],
+      ['inode', f.inode + 1n],
+      ['inode', f.inode + (1n << 63n)], // beyond 2^53: compared as the 64 bits they are
+      ['size', f.size - 1n],
+      ['mtimeSec', f.mtimeSec + 1n],
+      ['mtimeSec', -f.mtimeSec],
+      ['mtimeNsec', f.mtimeNsec + 1],
+    ]) {
+      assert.equal(same({ ...f, [field]: other }), 0, `${field} ${other}`);
+    }
+    // Changed under the open handle: no longer the planned file.
+    fs.appendFileSync(file, 'y');
+    assert.equal(same(f), 0);
+    assert.equal(same({ ...f, size: 101n, mtimeSec: 0n }), 0, 'the size alone is not enough');
+    // Not a regular file, or no file at all.
+    const d = fs.openSync(root, 'r');
+    const dst = fs.fstatSync(d, { bigint: true });
+    assert.equal(native.same(d, dst.dev, dst.ino, dst.size, dst.mtimeNs / 1_000_000_000n, Number(dst.mtimeNs % 1_000_000_000n)), 0);
+    fs.closeSync(d);
+    assert.equal(native.same(1 << 30, f.device, f.inode, f.size, f.mtimeSec, f.mtimeNsec), -9);
+    // BigInts in range, or a TypeError: never a silently truncated comparison.
+    assert.throws(() => native.same(fd, Number(f.device), f.inode, f.size, f.mtimeSec, f.mtimeNsec), TypeError);
+    assert.throws(() => native.same(fd, -1n, f.inode, f.size, f.mtimeSec, f.mtimeNsec), TypeError);
+    assert.throws(() => native.same(fd, f.device, 1n << 64n, f.size, f.mtimeSec, f.mtimeNsec), TypeError);
+    assert.throws(() => native.same(fd, f.device, f.inode, f.size, 1n << 63n, f.mtimeNsec), TypeError);
+    assert.throws(() => native.same(fd, f.device, f.inode, f.size, f.mtimeSec), TypeError);
+  } finally {
+    fs.closeSync(fd);
+    fs.rmSync(file);
+  }
+});
+
 test("a worker's fds close when it is terminated mid-call", async () => {
   // As a sync past its deadline: the worker holds host files (the walk's,
   // the staged tree's) and is blocked in the component when terminated.

@@ -13,6 +13,7 @@
 import { fstatSync, readSync } from 'node:fs';
 
 import { closeFd } from '../beneath.js';
+import { native } from '../native.js';
 import { MSG, WINDOW } from '../protocol.js';
 import { send, on, off, wait, poll } from './channel.js';
 import { fflate } from './codecs.js';
@@ -391,9 +392,18 @@ class Exec {
       sent += n;
     }
     // The handle that was read must still be the planned file.
-    if (!same(fstatSync(fd, { bigint: true }), f)) throw changed('changed');
+    if (!stillSame(fd, f)) throw changed('changed');
   }
 }
+
+/** Whether open file `fd` is still file-send `f`'s planned file: by the addon where it loads, else by a bigint fstat. */
+const stillSame = native
+  ? (fd, f) => {
+      const r = native.same(fd, f.device, f.inode, f.size, f.mtimeSec, f.mtimeNsec);
+      if (r < 0) throw { tag: 'read-failed', val: `${f.path}: fstat failed (errno ${-r})` };
+      return r === 1;
+    }
+  : (fd, f) => same(fstatSync(fd, { bigint: true }), f);
 
 function same(st, f) {
   return (
