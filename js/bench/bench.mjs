@@ -211,8 +211,19 @@ function firstCall(modulePath, name, warm = false) {
 const rows = [];
 const ratio = (a, b) => (a === undefined || b === undefined ? '-' : `${(a / b).toFixed(2)}x`);
 const show = (ms) => (ms === undefined ? '-' : ms >= 1000 ? `${(ms / 1000).toFixed(3)} s` : `${ms.toFixed(1)} ms`);
-function row(name, m) {
-  rows.push(`| ${name} | ${show(m.raw)} | ${show(m.cli)} | ${show(m.seed)} | ${show(m.js)} | ${ratio(m.js, m.seed)} | ${ratio(m.js, m.cli)} |`);
+/**
+ * The runs' ratios `js[r] / other[r]` (each run's contenders back to back)
+ * as `(min-max)`: how far one run's ratio strays on a machine that drifts.
+ */
+function spread(times, other) {
+  if (!times?.js || !times[other]) return '';
+  const rs = times.js.map((t, r) => t / times[other][r]).sort((x, y) => x - y);
+  return ` (${rs[0].toFixed(2)}-${rs.at(-1).toFixed(2)})`;
+}
+function row(name, m, times) {
+  rows.push(
+    `| ${name} | ${show(m.raw)} | ${show(m.cli)} | ${show(m.seed)} | ${show(m.js)} | ${ratio(m.js, m.seed)}${spread(times, 'seed')} | ${ratio(m.js, m.cli)}${spread(times, 'cli')} |`,
+  );
   console.error(rows.at(-1));
 }
 
@@ -232,7 +243,7 @@ for (const [name, w] of Object.entries(workloads)) {
     }
   }
   const per = perSync.has(name) ? SYNCS : 1;
-  row(name, Object.fromEntries(CONTENDERS.map((c) => [c, median(times[c]) / per])));
+  row(name, Object.fromEntries(CONTENDERS.map((c) => [c, median(times[c]) / per])), times);
 }
 
 if (ONLY.has('FIRST')) {
@@ -269,7 +280,7 @@ if (ONLY.has('FIRST')) {
 provider.close();
 rmSync(base, { recursive: true, force: true });
 console.log(
-  `Median of ${RUNS} interleaved runs after one untimed, local GNU sandbox (a child sh through localExec), component ${basename(SOURCE)}, trees in ${args.dir}; ` +
+  `Median of ${RUNS} interleaved runs (in brackets: the lowest and highest of the runs' own ratios) after one untimed, local GNU sandbox (a child sh through localExec), component ${basename(SOURCE)}, trees in ${args.dir}; ` +
     `the seed's module ${SEED ? `from ${basename(args.seed)}` : 'not given (--seed FILE)'}.\n`,
 );
 console.log('| workload | raw pipe | Rust CLI | seed module | JS package | JS / seed | JS / CLI |');
