@@ -138,28 +138,28 @@ bad:
   return 0;
 }
 
-static napi_value openat_js(napi_env env, napi_callback_info info) {
+/**
+ * Reads the arguments (dir: int, name: string | Buffer, then `n` ints) into
+ * `dir`, `path` and `ints`: 0, -errno for a name to refuse, or 1 when they
+ * do not fit and `usage` was thrown as a TypeError.
+ */
+static int at_args(napi_env env, napi_callback_info info, size_t n, int32_t *dir, char *path, size_t size,
+                   int32_t *ints, const char *usage) {
   size_t argc = 4;
   napi_value argv[4];
-  int32_t dir = 0, flags = 0, mode = 0;
-  char path[PATH_MAX];
-  bool bad = false;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 4 ||
-      napi_get_value_int32(env, argv[0], &dir) != napi_ok ||
-      napi_get_value_int32(env, argv[2], &flags) != napi_ok ||
-      napi_get_value_int32(env, argv[3], &mode) != napi_ok) {
-    bad = true;
-  }
-  int err = bad ? 0 : name_arg(env, argv[1], path, sizeof path, &bad);
+  bool bad = n > 2 || napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 2 + n ||
+             napi_get_value_int32(env, argv[0], dir) != napi_ok;
+  for (size_t i = 0; i < n && !bad; i++) bad = napi_get_value_int32(env, argv[2 + i], &ints[i]) != napi_ok;
+  int err = bad ? 0 : name_arg(env, argv[1], path, size, &bad);
   if (bad) {
-    napi_throw_type_error(env, NULL, "openat(dir: int, name: string | Buffer, flags: int, mode: int)");
-    return NULL;
+    napi_throw_type_error(env, NULL, usage);
+    return 1;
   }
-  if (err != 0) return int32(env, err);
-  fd_set_t *set = fds(env);
-  if (set == NULL) return int32(env, -ENOMEM);
-  int fd = openat(dir, path, flags | O_CLOEXEC, (mode_t)mode);
-  if (fd < 0) return int32(env, -errno);
+  return err;
+}
+
+/** `fd`, now held in the environment's set; or -ENOMEM, `fd` closed, when the set cannot grow. */
+static napi_value held_fd(napi_env env, fd_set_t *set, int fd) {
   if (!hold(set, fd)) {
     close(fd);
     return int32(env, -ENOMEM);
@@ -167,22 +167,24 @@ static napi_value openat_js(napi_env env, napi_callback_info info) {
   return int32(env, fd);
 }
 
+static napi_value openat_js(napi_env env, napi_callback_info info) {
+  int32_t dir = 0, ints[2] = {0, 0};
+  char path[PATH_MAX];
+  int err = at_args(env, info, 2, &dir, path, sizeof path, ints,
+                    "openat(dir: int, name: string | Buffer, flags: int, mode: int)");
+  if (err == 1) return NULL;
+  if (err != 0) return int32(env, err);
+  fd_set_t *set = fds(env);
+  if (set == NULL) return int32(env, -ENOMEM);
+  int fd = openat(dir, path, ints[0] | O_CLOEXEC, (mode_t)ints[1]);
+  return fd < 0 ? int32(env, -errno) : held_fd(env, set, fd);
+}
+
 static napi_value create_js(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3];
   int32_t dir = 0, mode = 0;
   char path[PATH_MAX];
-  bool bad = false;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 3 ||
-      napi_get_value_int32(env, argv[0], &dir) != napi_ok ||
-      napi_get_value_int32(env, argv[2], &mode) != napi_ok) {
-    bad = true;
-  }
-  int err = bad ? 0 : name_arg(env, argv[1], path, sizeof path, &bad);
-  if (bad) {
-    napi_throw_type_error(env, NULL, "create(dir: int, name: string | Buffer, mode: int)");
-    return NULL;
-  }
+  int err = at_args(env, info, 1, &dir, path, sizeof path, &mode, "create(dir: int, name: string | Buffer, mode: int)");
+  if (err == 1) return NULL;
   if (err != 0) return int32(env, err);
   fd_set_t *set = fds(env);
   if (set == NULL) return int32(env, -ENOMEM);
@@ -193,11 +195,7 @@ static napi_value create_js(napi_env env, napi_callback_info info) {
     close(fd);
     return int32(env, err);
   }
-  if (!hold(set, fd)) {
-    close(fd);
-    return int32(env, -ENOMEM);
-  }
-  return int32(env, fd);
+  return held_fd(env, set, fd);
 }
 
 static napi_value seal_js(napi_env env, napi_callback_info info) {
