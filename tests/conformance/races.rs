@@ -18,10 +18,43 @@ fn iterations() -> usize {
 struct Racer(std::process::Child);
 
 impl Drop for Racer {
+    /// Kills the racer's whole process group (it leads one), not just its
+    /// shell, and waits until none of it is left: an `mv` or `ln` still
+    /// running would recreate entries while the test's temp dir is being
+    /// removed, and that dir would then be left behind.
     fn drop(&mut self) {
+        let group = i32::try_from(self.0.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw);
+        if let Some(group) = group {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
+        // The group's other members are reparented, and not always reaped
+        // (a container's init may not): wait until each is dead or a zombie.
+        if let Some(group) = group {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while group_runs(group.as_raw_nonzero().get()) && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
     }
+}
+
+/// Whether a process of group `group` is still running (not a zombie), by /proc.
+fn group_runs(group: i32) -> bool {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        // `pid (comm) state ppid pgrp ...`: comm may hold spaces, so split after its `)`.
+        let stat = std::fs::read_to_string(p.path().join("stat")).unwrap_or_default();
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+        matches!(fields.as_slice(), [state, _ppid, pgrp, ..] if *pgrp == group.to_string() && *state != "Z" && *state != "X")
+    })
 }
 
 /// Starts the racer as a sandbox process (same chroot and uid as syncs).
