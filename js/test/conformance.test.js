@@ -311,6 +311,11 @@ describe('loadProvider', () => {
 
   test('refuses what is not a provider component', async () => {
     await rejectsWith(loadProvider('/nonexistent/provider.wasm'), 'invalid-request');
-    await rejectsWith(loadProvider(hostDir('empty')), 'invalid-request');
+    const empty = hostDir('empty');
+    try {
+      await rejectsWith(loadProvider(empty), 'invalid-request');
+    } finally {
+      rmSync(empty, { recursive: true, force: true });
+    }
   });
 });
