@@ -13,7 +13,7 @@ use crate::error::SyncError;
 use crate::exec::codec;
 use crate::exec::ExecBackend;
 use crate::fs::GrantedDir;
-use crate::request::{MappingKind, OperationResult, SyncOperation};
+use crate::request::{MappingKind, OperationResult, SkippedLinks, SyncOperation};
 use crate::runtime::Runtime;
 use crate::state::ShimState;
 
@@ -47,6 +47,10 @@ pub struct SyncOptions {
     /// dereferencing it as `tar -h` does. Off by default: host paths are the
     /// orchestrator's, already confined by it.
     pub confine_followed_symlinks: bool,
+    /// Sync-out: refuse a symlink that leaves its mapping (absolute, or
+    /// climbing above the mapping's top) instead of leaving it out and
+    /// naming it in the operation's result.
+    pub strict_links: bool,
     /// Linear memory the provider component may use for this call.
     pub guest_memory_bytes: usize,
     /// Transport compression.
@@ -143,6 +147,7 @@ impl SyncOptions {
             max_entries: 1_000_000,
             max_metadata_bytes: 256 << 20,
             confine_followed_symlinks: false,
+            strict_links: false,
             guest_memory_bytes: crate::state::GUEST_MEMORY_BYTES,
             compress: Compress::Auto,
             incremental: true,
@@ -181,6 +186,24 @@ pub struct SyncOutcome {
     /// Features the sandbox turned off for this call (none where it has
     /// every tool).
     pub degraded: Vec<Degraded>,
+    /// The symlinks sync-out left out because they leave their mapping,
+    /// by operation (each operation's result names them too).
+    pub skipped: Vec<SkippedLinks>,
+}
+
+impl SyncOutcome {
+    /// The symlinks left out across operations: how many, and the first
+    /// [`SkippedLinks::NAMED`] as (sandbox path, target).
+    pub fn skipped_links(&self) -> (u64, Vec<(&str, &str)>) {
+        let total = self.skipped.iter().map(|s| s.total).sum();
+        let named = self
+            .skipped
+            .iter()
+            .flat_map(|s| s.links.iter().map(|(p, t)| (p.as_str(), t.as_str())))
+            .take(SkippedLinks::NAMED)
+            .collect();
+        (total, named)
+    }
 }
 
 /// A failed sync call, with the execs it used.
@@ -289,6 +312,7 @@ impl Runtime {
             .with_exec_deadline(started + timeout + EXEC_GRACE)
             .with_compression(policy)
             .with_incremental(opts.incremental)
+            .with_strict_links(opts.strict_links)
             .with_remote(remote)
             .with_records(opts.records.clone());
         let (mut store, provider) = self.instantiate(state).await.map_err(|e| {
@@ -417,13 +441,20 @@ impl Runtime {
                 }
                 Err(failed(error))
             }
-            Ok(Ok(Ok(results))) => Ok(SyncOutcome {
-                operations: results.into_iter().map(Into::into).collect(),
-                execs,
-                toolbox_calls,
-                compression,
-                degraded,
-            }),
+            Ok(Ok(Ok(results))) => {
+                let mut operations: Vec<OperationResult> =
+                    results.into_iter().map(Into::into).collect();
+                let skipped = std::mem::take(&mut store.data_mut().skipped);
+                SkippedLinks::apply(&skipped, &mut operations);
+                Ok(SyncOutcome {
+                    operations,
+                    execs,
+                    toolbox_calls,
+                    compression,
+                    degraded,
+                    skipped,
+                })
+            }
         }
     }
 }

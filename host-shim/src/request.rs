@@ -63,7 +63,7 @@ pub struct SyncOperation {
 }
 
 /// One entry of `PluginEnvironmentSyncResult.operations`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct OperationResult {
     /// The operation's id.
@@ -72,6 +72,17 @@ pub struct OperationResult {
     pub files_transferred: u64,
     /// Bytes moved (file contents; archive bytes for directories).
     pub bytes_transferred: u64,
+    /// Sync-out: symlinks left out because they leave their mapping, the
+    /// first [`SkippedLinks::NAMED`] by sandbox path (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_links: Vec<String>,
+    /// How many symlinks were left out in all (absent: none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped_link_count: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl From<wit::OperationResult> for OperationResult {
@@ -80,6 +91,41 @@ impl From<wit::OperationResult> for OperationResult {
             operation_id: r.operation_id,
             files_transferred: r.files_transferred,
             bytes_transferred: r.bytes_transferred,
+            skipped_links: Vec::new(),
+            skipped_link_count: 0,
+        }
+    }
+}
+
+/// The symlinks an operation's sync-out left out, as the component
+/// reported them (`sync-report.links-skipped`), bounded whatever it sends.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SkippedLinks {
+    /// The operation.
+    pub operation_id: String,
+    /// The first [`Self::NAMED`], as (sandbox path, target).
+    pub links: Vec<(String, String)>,
+    /// How many in all.
+    pub total: u64,
+}
+
+impl SkippedLinks {
+    /// Most links an operation names (the orchestrator's module logs as
+    /// many, then a count).
+    pub const NAMED: usize = 20;
+
+    /// Adds them to their operation's result.
+    pub fn apply(list: &[SkippedLinks], results: &mut [OperationResult]) {
+        for s in list {
+            if let Some(r) = results
+                .iter_mut()
+                .find(|r| r.operation_id == s.operation_id)
+            {
+                r.skipped_link_count = r.skipped_link_count.saturating_add(s.total);
+                let room = Self::NAMED.saturating_sub(r.skipped_links.len());
+                r.skipped_links
+                    .extend(s.links.iter().take(room).map(|(path, _)| path.clone()));
+            }
         }
     }
 }

@@ -32,6 +32,10 @@ pub struct ShimState {
     /// Features the sandbox turned off, as the component reported them
     /// (`sync-report`), each once.
     pub(crate) degraded: Vec<crate::provider::Degraded>,
+    /// The symlinks sync-out left out, by operation (`sync-report`).
+    pub(crate) skipped: Vec<crate::request::SkippedLinks>,
+    /// Sync-out refuses a symlink that leaves its mapping instead.
+    pub(crate) strict_links: bool,
     /// Syncs may keep unchanged target files.
     pub(crate) incremental: bool,
     /// The sandbox is across a network link.
@@ -138,6 +142,8 @@ impl ShimState {
             compression: Compression::None,
             codecs: Vec::new(),
             degraded: Vec::new(),
+            skipped: Vec::new(),
+            strict_links: false,
             incremental: false,
             remote: false,
             records: None,
@@ -167,6 +173,12 @@ impl ShimState {
     /// Lets sync-in keep files its targets already hold.
     pub fn with_incremental(mut self, incremental: bool) -> Self {
         self.incremental = incremental;
+        self
+    }
+
+    /// Has sync-out refuse symlinks that leave their mapping.
+    pub fn with_strict_links(mut self, strict: bool) -> Self {
+        self.strict_links = strict;
         self
     }
 

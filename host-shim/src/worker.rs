@@ -97,6 +97,7 @@ struct SyncConfig {
     max_metadata_bytes: Option<u64>,
     max_stderr_bytes: Option<u64>,
     confine_followed_symlinks: Option<bool>,
+    strict_links: Option<bool>,
     incremental: Option<bool>,
     compress: Option<String>,
 }
@@ -115,6 +116,7 @@ impl SyncConfig {
         opts.max_metadata_bytes = self.max_metadata_bytes.unwrap_or(opts.max_metadata_bytes);
         opts.max_stderr_bytes = self.max_stderr_bytes.unwrap_or(opts.max_stderr_bytes);
         opts.confine_followed_symlinks = self.confine_followed_symlinks.unwrap_or(false);
+        opts.strict_links = self.strict_links.unwrap_or(false);
         opts.incremental = self.incremental.unwrap_or(opts.incremental);
         if let Some(c) = &self.compress {
             opts.compress = c

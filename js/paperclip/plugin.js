@@ -45,7 +45,9 @@ function withKindInMessage(err) {
  *   provider's lease and execute hooks, ...).
  *
  * A sync is bounded by `params.config.timeoutMs` when set (the host's own RPC
- * deadline is that plus 30 s), else by sandbox-sync's default.
+ * deadline is that plus 30 s), else by sandbox-sync's default;
+ * `params.config.strictLinks: true` refuses, instead of leaving out, a
+ * symlink that leads outside its mapping.
  */
 export function createSandboxSyncPlugin({ resolveExec, resolveRemoteDir = leaseRemoteDir, ...definition }) {
   if (typeof resolveExec !== 'function') throw new TypeError('createSandboxSyncPlugin needs resolveExec(params)');
@@ -53,7 +55,13 @@ export function createSandboxSyncPlugin({ resolveExec, resolveRemoteDir = leaseR
     try {
       const remoteDir = await resolveRemoteDir(params);
       const exec = await resolveExec(params);
-      return await perform({ exec, operations: params.operations, remoteDir, timeoutMs: params.config?.timeoutMs });
+      return await perform({
+        exec,
+        operations: params.operations,
+        remoteDir,
+        timeoutMs: params.config?.timeoutMs,
+        strictLinks: params.config?.strictLinks === true,
+      });
     } catch (err) {
       throw withKindInMessage(err);
     }

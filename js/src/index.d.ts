@@ -56,12 +56,27 @@ export interface SyncInput {
   stdinEnds?: boolean;
   /** Refuse, instead of dereferencing, a followed symlink that leads out of its source. */
   confineFollowedSymlinks?: boolean;
+  /**
+   * Sync-out: refuse a symlink that leads outside its mapping (absolute, or
+   * climbing above the mapping's top) instead of leaving it out (default false).
+   */
+  strictLinks?: boolean;
+  /** Where the warning for left-out symlinks goes, one per directory mapping, in the orchestrator module's words (default `console.warn`). */
+  onWarning?: (line: string) => void;
   /** The provider to run (default: the shipped tar-stream component). */
   provider?: Provider;
 }
 
 export interface SyncResult {
-  operations: { operationId: string; filesTransferred: number; bytesTransferred: number }[];
+  operations: {
+    operationId: string;
+    filesTransferred: number;
+    bytesTransferred: number;
+    /** Sync-out: the first 20 symlinks left out because they lead outside their mapping, as sandbox paths. Absent when none. */
+    skippedLinks?: string[];
+    /** How many symlinks were left out in all. Absent when none. */
+    skippedLinkCount?: number;
+  }[];
   /**
    * Features the sandbox turned off for this call for want of a tool
    * (`incremental-out`, `compressed-sync-in`, ...; see the README, "What the

@@ -27,7 +27,7 @@ export const BUILTIN = {
   'base64-fallback': join(PACKAGE, 'components', 'base64-fallback'),
 };
 /** The WIT this host implements; a component must match its major.minor. */
-export const WIT_VERSION = '0.2.7';
+export const WIT_VERSION = '0.2.8';
 const REQUIRED_CAPABILITIES = ['sync-in', 'sync-out'];
 /** Past the call's timeout, how long the component may take to report. */
 const HOST_GRACE_MS = 1500;
@@ -114,6 +114,21 @@ async function transpiled(file) {
   return dir;
 }
 
+/**
+ * Warns of the symlinks each directory mapping's sync-out left out, as the
+ * orchestrator's Kubernetes module does (one warning a mapping, its lines
+ * in that module's words: the first 20 links, then the total), through
+ * `input.onWarning` where the caller gives one, else `console.warn`.
+ */
+function warnSkipped(skipped = [], input) {
+  const warn = typeof input.onWarning === 'function' ? input.onWarning : console.warn;
+  for (const { sourcePath, links, total } of skipped) {
+    const lines = links.map((l) => `syncOut: skipped symlink whose target leaves the synced directory: ${l.path} -> ${l.target}`);
+    if (total > links.length) lines.push(`syncOut: skipped ${total} symlinks in total whose target leaves the synced directory`);
+    warn(`[sandbox-sync] syncOut of ${sourcePath}:\n${lines.join('\n')}`);
+  }
+}
+
 class Provider {
   constructor(componentDir, info) {
     this.componentDir = componentDir;
@@ -145,6 +160,7 @@ class Provider {
       const settings = {
         compression: compression(direction, input.compress ?? input.compression, remote),
         incremental: input.incremental ?? true,
+        strictLinks: input.strictLinks ?? false,
         remote,
         records: input.incremental === false ? null : recordsDir(),
         stdinEnds: input.stdinEnds ?? false,
@@ -177,7 +193,9 @@ class Provider {
     }
     if (done.error) throw SandboxSyncError.fromWit(done.error);
     if (done.trap) throw new SandboxSyncError('transport', `the provider component trapped: ${done.trap}`);
-    return toResult(done.results, done.degraded);
+    const result = toResult(done.results, done.degraded, done.skipped);
+    warnSkipped(done.skipped, input);
+    return result;
   }
 
   /** Host -> sandbox. */

@@ -181,14 +181,32 @@ export function removeCreated(created) {
   }
 }
 
-/** The seed's result shape. */
-export function toResult(results, degraded = []) {
+/** `rel` below the sandbox directory `top`. */
+export function joinSandbox(top, rel) {
+  return `${top.replace(/\/+$/, '')}/${rel}`;
+}
+
+/**
+ * The seed's result shape. An operation whose sync-out left out symlinks
+ * that leave their mapping also carries `skippedLinks` (the first 20, as
+ * sandbox paths) and `skippedLinkCount`, as the Rust host's results do.
+ */
+export function toResult(results, degraded = [], skipped = []) {
   const result = {
-    operations: results.map((r) => ({
-      operationId: r.operationId,
-      filesTransferred: Number(r.filesTransferred),
-      bytesTransferred: Number(r.bytesTransferred),
-    })),
+    operations: results.map((r) => {
+      const op = {
+        operationId: r.operationId,
+        filesTransferred: Number(r.filesTransferred),
+        bytesTransferred: Number(r.bytesTransferred),
+      };
+      const mine = skipped.filter((s) => s.operationId === r.operationId);
+      const count = mine.reduce((n, s) => n + s.total, 0);
+      if (count > 0) {
+        op.skippedLinks = mine.flatMap((s) => s.links.map((l) => joinSandbox(s.sourcePath, l.path))).slice(0, 20);
+        op.skippedLinkCount = count;
+      }
+      return op;
+    }),
   };
   // Only where the sandbox turned a feature off: else the seed's shape.
   if (degraded.length > 0) result.degraded = degraded;

@@ -8,10 +8,10 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { Writable } from 'node:stream';
-import { join } from 'node:path';
+import { dirname, isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadProvider, performSyncOut, SandboxSyncError } from '../src/index.js';
 import { localExec } from '../src/local-exec.js';
@@ -94,6 +94,35 @@ function audit(dir) {
   };
   walk('');
   return { paths, bad };
+}
+
+/** The corpus entries whose only fault is symlinks that leave the target (as in the Rust suite). */
+const ONLY_LINKS_THAT_LEAVE = [
+  'lone-escaping-symlink',
+  'cve-2019-11249-own-dir',
+  'absolute-symlink',
+  'proc-self-root-symlink',
+  'path-max-chain',
+  'pax-linkpath-absolute',
+  'backslash-dotdot-link',
+  'climb-after-a-name',
+];
+
+/** Every symlink under `dir`: its path, target, and where it lexically resolves. */
+function landedLinks(dir) {
+  const found = [];
+  const walk = (rel) => {
+    for (const name of readdirSync(join(dir, rel))) {
+      const r = rel ? `${rel}/${name}` : name;
+      const st = lstatSync(join(dir, r));
+      if (st.isSymbolicLink()) {
+        const target = readlinkSync(join(dir, r));
+        found.push({ path: r, target, resolved: resolvePath(dirname(join(dir, r)), target) });
+      } else if (st.isDirectory()) walk(r);
+    }
+  };
+  walk('');
+  return found;
 }
 
 function syncOut(provider, c, exec, extra = {}) {
@@ -200,7 +229,7 @@ describe('a hostile sandbox on sync-out', () => {
           if (name === 'benign') continue;
           const c = hostileCase(archive);
           try {
-            await syncOut(provider, c, exec);
+            await syncOut(provider, c, exec, { strictLinks: true });
             wrong.push(`${name}: accepted`);
           } catch (e) {
             if (!(e instanceof SandboxSyncError) || !REFUSED.includes(e.kind)) {
@@ -214,6 +243,34 @@ describe('a hostile sandbox on sync-out', () => {
           }
         }
         assert.deepEqual(wrong, [], `not refused cleanly:\n${wrong.join('\n')}`);
+      });
+
+      test('by default, lands an archive whose only fault is links that leave, without them, and names them', async () => {
+        const wrong = [];
+        const warnings = [];
+        for (const [name, archive] of fixtures) {
+          if (name === 'benign') continue;
+          const c = hostileCase(archive);
+          try {
+            const r = await syncOut(provider, c, exec, { onWarning: (w) => warnings.push(w) });
+            if (!ONLY_LINKS_THAT_LEAVE.includes(name)) wrong.push(`${name}: accepted skipping links`);
+            else if (!(r.operations[0].skippedLinkCount > 0)) wrong.push(`${name}: nothing skipped`);
+            const { bad } = audit(c.host);
+            wrong.push(...bad.map((b) => `${name}: ${b}`));
+            for (const l of landedLinks(c.target)) {
+              if (isAbsolute(l.target) || !l.resolved.startsWith(`${c.target}/`)) wrong.push(`${name}: ${l.path} -> ${l.target} landed`);
+            }
+            if (readFileSync(join(c.host, 'outside/victim'), 'utf8') !== 'untouched') wrong.push(`${name}: outside/victim was changed`);
+          } catch (e) {
+            if (ONLY_LINKS_THAT_LEAVE.includes(name)) wrong.push(`${name}: refused: ${e?.message}`);
+            else if (!(e instanceof SandboxSyncError) || !REFUSED.includes(e.kind)) wrong.push(`${name}: ${e?.kind}: ${e?.message}`);
+            else for (const w of leftovers(c)) wrong.push(`${name}: ${w}`);
+          } finally {
+            c.cleanup();
+          }
+        }
+        assert.deepEqual(wrong, [], `wrong:\n${wrong.join('\n')}`);
+        assert.ok(warnings.some((w) => w.includes('syncOut: skipped symlink whose target leaves the synced directory: l -> /etc/passwd')), warnings.join('\n'));
       });
 
       test('a benign archive through the same harness lands', async () => {

@@ -19,7 +19,8 @@ fn file_mappings_single_exec_secret_mode(u: Env) {
         vec![OperationResult {
             operation_id: "op-1".into(),
             files_transferred: 2,
-            bytes_transferred: 16
+            bytes_transferred: 16,
+            ..Default::default()
         }]
     );
     assert_eq!(

@@ -26,7 +26,8 @@ fn files_back_in_one_exec(u: Env) {
         vec![OperationResult {
             operation_id: "op-out".into(),
             files_transferred: 2,
-            bytes_transferred: 14
+            bytes_transferred: 14,
+            ..Default::default()
         }]
     );
     assert_eq!(

@@ -106,7 +106,8 @@ pub fn run(req: &SyncRequest, targets: &[&GrantedDir]) -> Result<Vec<OperationRe
                     MappingKind::File => receive_file(&mut input, targets[k], m, limits)
                         .map(|(f, b)| (f, b.unwrap_or(size))),
                     MappingKind::Directory => {
-                        receive_dir(&mut input, targets[k], m, limits).map(|(f, _)| (f, size))
+                        receive_dir(&mut input, targets[k], &op.operation_id, m, limits)
+                            .map(|(f, _)| (f, size))
                     }
                 }
             })();

@@ -8,15 +8,34 @@
 //!
 //! # Symlinks
 //!
-//! A target must be relative and *normalized*: `..` components only at its
-//! start (`../../lib/x`, never `a/../b`), and no more of them than the link
-//! is deep. Such a link resolves inside the tree whatever its later names
-//! turn out to be: each of them is a directory of the tree, or a link that
-//! was held to the same rule. A `..` after a name is refused even when it
-//! resolves inside today, because a later sync may replace the directory it
-//! climbs out of (a nested target) with a link to somewhere shallower, and
-//! the old link would then climb out of the target. This rule is local, so
-//! checking a link costs its target's length, never a walk of other links.
+//! A target is resolved lexically from the link's own directory, as the
+//! orchestrator's module judges it: one that is absolute or climbs above
+//! the tree *leaves* it. Such a link is either refused
+//! ([`Escaping::Refuse`]) or skipped ([`Escaping::Skip`]): it stays in
+//! the tree as a node, so every rule below still holds against its name
+//! (no member is written through it or below it, nothing else takes its
+//! name, no hard link names it), but it is never created, and
+//! [`TreePolicy::skipped`] names it.
+//!
+//! A target that stays inside lexically lands only where the kernel cannot
+//! resolve it anywhere else. `..` components at its start climb out of the
+//! link's own directory, whose ancestors are directories of the tree. A
+//! `..` after a name (`x/../../a.txt`) climbs out of whatever that name is
+//! when the link is followed: out of a directory of the tree it goes where
+//! it reads; at a file, or a name the tree does not create (missing, or a
+//! skipped link), resolution stops (the link dangles, as it would in the
+//! sandbox); out of another link it would climb from wherever that link
+//! points, so such a link is refused in every mode (the CVE-2019-11251
+//! class, `link1/..` where `link1 -> ..`; checked once the whole archive
+//! is known, [`TreePolicy::finish`]). Past the last `..`, the names only
+//! descend, so the link resolves inside the tree whatever they turn out to
+//! be: each of them is a directory of the tree, or a link that was held to
+//! the same rule.
+//!
+//! Trees land whole (a sync-out swaps the target for the staged tree), so
+//! what a name a link climbs out of is stays what this archive made it; a
+//! nested target replaces only what lies below its own top, which is a
+//! directory (made so where it was missing), never a link.
 //!
 //! # Memory
 //!
@@ -52,6 +71,19 @@ enum Kind {
     /// hard-link to it, since it is the host's inode and not the archive's.
     Kept,
     Symlink(Box<str>),
+    /// A symlink that leaves the tree, skipped: never created, but its
+    /// name is taken like any other member's.
+    Skipped(Box<str>),
+}
+
+/// What a tree does with a symlink whose target leaves it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Escaping {
+    /// Refuse the archive (`unsafe-archive`).
+    #[default]
+    Refuse,
+    /// Leave the link out and name it in [`TreePolicy::skipped`].
+    Skip,
 }
 
 #[derive(Debug)]
@@ -104,6 +136,12 @@ pub struct TreePolicy {
     /// Keyed with SipHash under random keys: names come from the sandbox.
     index: HashMap<Key, NodeId, RandomState>,
     max_entries: u64,
+    escaping: Escaping,
+    /// Links whose targets climb with `..` after a name, to check once
+    /// the whole tree is known ([`Self::finish`]).
+    unresolved: Vec<NodeId>,
+    /// Links that leave the tree, in archive order.
+    skipped: Vec<NodeId>,
 }
 
 impl TreePolicy {
@@ -119,7 +157,17 @@ impl TreePolicy {
             }],
             index: HashMap::with_hasher(RandomState::new()),
             max_entries,
+            escaping: Escaping::Refuse,
+            unresolved: Vec::new(),
+            skipped: Vec::new(),
         }
+    }
+
+    /// The same tree, doing `escaping` with links that leave it.
+    #[must_use]
+    pub fn escaping(mut self, escaping: Escaping) -> Self {
+        self.escaping = escaping;
+        self
     }
 
     /// Checks `e` against the members admitted before it and records it.
@@ -127,8 +175,8 @@ impl TreePolicy {
     /// # Errors
     /// [`crate::ErrorKind::UnsafeArchive`] for a duplicate, a member under a
     /// symlink or a file, a hard link to anything but an earlier regular
-    /// file, a reserved scratch name, or a symlink target that is not
-    /// normalized or climbs out of the tree;
+    /// file, a reserved scratch name, or (under [`Escaping::Refuse`]) a
+    /// symlink target that leaves the tree;
     /// [`crate::ErrorKind::LimitExceeded`] past `max_entries` nodes.
     pub fn admit(&mut self, e: &Entry) -> Result<Admitted, Error> {
         let comps: Vec<&str> = e.path.split('/').collect();
@@ -147,7 +195,7 @@ impl TreePolicy {
             at = match self.child(at, c) {
                 Some(id) => match &self.nodes[id as usize].kind {
                     Kind::Dir { .. } => id,
-                    Kind::Symlink(_) => {
+                    Kind::Symlink(_) | Kind::Skipped(_) => {
                         return Err(Error::unsafe_archive(format!(
                             "member {:?} is written through the symlink {:?}",
                             e.path,
@@ -168,13 +216,25 @@ impl TreePolicy {
                 }
             };
         }
+        let mut unresolved = false;
         let kind = match &e.kind {
             EntryKind::File => Kind::File,
             EntryKind::Dir => Kind::Dir { mode: Some(e.mode) },
-            EntryKind::Symlink(t) => {
-                check_target(&e.path, parents.len(), t)?;
-                Kind::Symlink(t.as_str().into())
-            }
+            EntryKind::Symlink(t) => match lexical(parents.len(), t) {
+                Lexical::Leaves => match self.escaping {
+                    Escaping::Refuse => {
+                        return Err(Error::unsafe_archive(format!(
+                            "symlink {:?} -> {t:?} resolves outside the target directory",
+                            e.path
+                        )))
+                    }
+                    Escaping::Skip => Kind::Skipped(t.as_str().into()),
+                },
+                Lexical::Inside { climbs_after_name } => {
+                    unresolved = climbs_after_name;
+                    Kind::Symlink(t.as_str().into())
+                }
+            },
             EntryKind::HardLink(t) => match self.lookup(t) {
                 Some(id) if self.nodes[id as usize].kind == Kind::File => Kind::File,
                 _ => {
@@ -185,6 +245,7 @@ impl TreePolicy {
                 }
             },
         };
+        let skipped = matches!(kind, Kind::Skipped(_));
         let (node, existed) = match self.child(at, leaf) {
             None => (self.insert(at, leaf, kind)?, false),
             // An implied parent may be declared explicitly later, once.
@@ -201,11 +262,83 @@ impl TreePolicy {
                 }
             },
         };
+        if skipped {
+            self.skipped.push(node);
+        } else if unresolved {
+            self.unresolved.push(node);
+        }
         Ok(Admitted {
             node,
             first_new_parent,
             existed,
         })
+    }
+
+    /// Ends the archive: a link whose target climbs with `..` after a
+    /// name must not climb out of another link (see the module docs).
+    ///
+    /// # Errors
+    /// [`crate::ErrorKind::UnsafeArchive`] for a link that does.
+    pub fn finish(&mut self) -> Result<(), Error> {
+        for node in std::mem::take(&mut self.unresolved) {
+            let Kind::Symlink(target) = &self.nodes[node as usize].kind else {
+                continue;
+            };
+            if self.climbs_out_of_a_link(self.nodes[node as usize].parent, target) {
+                return Err(Error::unsafe_archive(format!(
+                    "symlink {:?} -> {target:?} climbs with .. out of a symlink",
+                    self.path(node)
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The links that leave the tree and were skipped, as (relative path,
+    /// target), in archive order.
+    pub fn skipped(&self) -> impl Iterator<Item = (String, &str)> + '_ {
+        self.skipped.iter().map(|&n| {
+            let target = match &self.nodes[n as usize].kind {
+                Kind::Skipped(t) => &**t,
+                _ => "",
+            };
+            (self.path(n), target)
+        })
+    }
+
+    /// How many links were skipped.
+    pub fn skipped_count(&self) -> usize {
+        self.skipped.len()
+    }
+
+    /// Whether `target`, followed from directory `from`, climbs with `..`
+    /// out of a symlink the tree creates (its lexical resolution is known
+    /// to stay inside). Through directories it resolves as it reads; at a
+    /// name the tree creates nothing for (none, a skipped link) or a file,
+    /// it ends there, dangling; past a link it stays inside only if it
+    /// only descends from there.
+    fn climbs_out_of_a_link(&self, from: NodeId, target: &str) -> bool {
+        let comps: Vec<&str> = target
+            .split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .collect();
+        let mut at = from;
+        for (i, c) in comps.iter().enumerate() {
+            if *c == ".." {
+                // Lexically inside: never above the root.
+                at = self.nodes[at as usize].parent;
+                continue;
+            }
+            match self
+                .child(at, c)
+                .map(|id| (id, &self.nodes[id as usize].kind))
+            {
+                Some((id, Kind::Dir { .. })) => at = id,
+                Some((_, Kind::Symlink(_))) => return comps[i + 1..].contains(&".."),
+                _ => return false,
+            }
+        }
+        false
     }
 
     /// Admits `e`, a regular file the target already held, as kept: a
@@ -340,31 +473,43 @@ impl TreePolicy {
     }
 }
 
-/// Holds a symlink target to the normalized form (see the module docs):
-/// relative, `..` only leading, and no deeper than the link's own directory
-/// (`depth` components below the tree's root).
-fn check_target(link: &str, depth: usize, target: &str) -> Result<(), Error> {
-    let mut ups = 0;
+/// Where a symlink target leads, resolved lexically from the link's own
+/// directory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lexical {
+    /// Absolute, or climbs above the root.
+    Leaves,
+    /// Stays inside; `climbs_after_name`: a `..` follows a name (see
+    /// [`TreePolicy::finish`]).
+    Inside { climbs_after_name: bool },
+}
+
+/// Resolves `target` lexically from a directory `depth` components below
+/// the tree's root.
+fn lexical(depth: usize, target: &str) -> Lexical {
+    if target.starts_with('/') {
+        return Lexical::Leaves;
+    }
+    let mut at = depth;
     let mut descended = false;
+    let mut climbs_after_name = false;
     for c in target.split('/') {
         match c {
             "" | "." => {}
-            ".." if descended => {
-                return Err(Error::unsafe_archive(format!(
-                    "symlink {link:?} -> {target:?} climbs with .. after a name \
-                     (only leading .. components are accepted)"
-                )))
+            ".." => {
+                if at == 0 {
+                    return Lexical::Leaves;
+                }
+                at -= 1;
+                climbs_after_name |= descended;
             }
-            ".." => ups += 1,
-            _ => descended = true,
+            _ => {
+                at += 1;
+                descended = true;
+            }
         }
     }
-    if target.starts_with('/') || ups > depth {
-        return Err(Error::unsafe_archive(format!(
-            "symlink {link:?} -> {target:?} resolves outside the target directory"
-        )));
-    }
-    Ok(())
+    Lexical::Inside { climbs_after_name }
 }
 
 #[cfg(test)]
@@ -384,10 +529,14 @@ mod tests {
         e(path, EntryKind::Symlink(t.into()))
     }
     fn run(entries: &[Entry]) -> Result<TreePolicy, Error> {
-        let mut t = TreePolicy::new(1_000_000);
+        run_with(Escaping::Refuse, entries)
+    }
+    fn run_with(escaping: Escaping, entries: &[Entry]) -> Result<TreePolicy, Error> {
+        let mut t = TreePolicy::new(1_000_000).escaping(escaping);
         for x in entries {
             t.admit(x)?;
         }
+        t.finish()?;
         Ok(t)
     }
 
@@ -440,6 +589,142 @@ mod tests {
         ])
         .is_err());
         assert!(run(&[sym("abs", "/etc")]).is_err());
+    }
+
+    /// Skipping links that leave changes none of the kubectl cp refusals:
+    /// members through links, chained links.
+    #[test]
+    fn skipping_still_refuses_kubectl_cp_shapes() {
+        let refused: [&[Entry]; 5] = [
+            &[sym("d/twist", "../.."), e("d/twist/x", EntryKind::File)],
+            &[sym("d/twist", "/"), e("d/twist/x", EntryKind::File)],
+            &[sym("xxx/link1", ".."), sym("xxx/link2", "link1/..")],
+            &[sym("xxx/link2", "link1/.."), sym("xxx/link1", "..")],
+            &[
+                sym("cur", "."),
+                sym("par", "cur/.."),
+                e("par/moo", EntryKind::File),
+            ],
+        ];
+        for entries in refused {
+            assert!(run_with(Escaping::Skip, entries).is_err(), "{entries:?}");
+        }
+        for escape in ["../../..", "../abc", "/etc"] {
+            let t = run_with(Escaping::Skip, &[sym("xxx", escape)]).unwrap();
+            assert_eq!(t.skipped_count(), 1, "{escape}");
+            assert_eq!(t.symlinks().count(), 0, "{escape}");
+        }
+    }
+
+    /// Issue 46: what agents leave behind (a venv's interpreter, links to
+    /// the system) is skipped and named, and the rest lands.
+    #[test]
+    fn skips_links_that_leave_and_names_them() {
+        let t = run_with(
+            Escaping::Skip,
+            &[
+                e("venv/bin", EntryKind::Dir),
+                sym("venv/bin/python3", "/usr/bin/python3"),
+                sym("venv/bin/python", "python3"),
+                sym("venv/lib64", "lib"),
+                sym("tmp", "/tmp"),
+                sym("up", "../../.."),
+                sym("around", "../out/x"),
+                sym("inside", "venv/../venv/bin/python"),
+                e("f", EntryKind::File),
+            ],
+        )
+        .unwrap();
+        let skipped: Vec<(String, &str)> = t.skipped().collect();
+        assert_eq!(
+            skipped,
+            [
+                ("venv/bin/python3".to_owned(), "/usr/bin/python3"),
+                ("tmp".to_owned(), "/tmp"),
+                ("up".to_owned(), "../../.."),
+                ("around".to_owned(), "../out/x"),
+            ]
+        );
+        assert_eq!(t.skipped_count(), 4);
+        let landing: Vec<&str> = t.symlinks().map(|(_, target)| target).collect();
+        assert_eq!(landing, ["python3", "lib", "venv/../venv/bin/python"]);
+        assert_eq!(t.non_directories(), 4, "skipped links are not brought");
+        // Refused, not skipped, under the strict policy.
+        let err = run(&[sym("venv/bin/python3", "/usr/bin/python3")]).unwrap_err();
+        assert!(
+            err.message.contains("outside the target directory"),
+            "{err}"
+        );
+    }
+
+    /// A skipped link's name is taken: nothing is written through it,
+    /// below it, in its place, or linked to it.
+    #[test]
+    fn a_skipped_link_keeps_its_name() {
+        for later in [
+            e("l/x", EntryKind::File),
+            e("l/d/x", EntryKind::File),
+            e("l", EntryKind::File),
+            e("l", EntryKind::Dir),
+            sym("l", "x"),
+            e("h", EntryKind::HardLink("l".into())),
+        ] {
+            let err = run_with(Escaping::Skip, &[sym("l", "/etc"), later.clone()]).unwrap_err();
+            assert_eq!(err.kind, crate::ErrorKind::UnsafeArchive, "{later:?}");
+        }
+    }
+
+    /// `..` after a name lands unless it climbs out of a link.
+    #[test]
+    fn climbs_after_a_name_unless_out_of_a_link() {
+        let base = [
+            e("d/x/y/x", EntryKind::Dir),
+            e("d/x/a.txt", EntryKind::File),
+            sym("d/x/y/link", "x/../../a.txt"),
+        ];
+        for escaping in [Escaping::Refuse, Escaping::Skip] {
+            let t = run_with(escaping, &base).unwrap();
+            assert_eq!(t.symlinks().count(), 1);
+            assert_eq!(t.skipped_count(), 0);
+        }
+        // The directory may come after the link in the archive; a missing
+        // name, a file or a skipped link there leaves it dangling.
+        let later = [
+            sym("d/x/y/link", "x/../../a.txt"),
+            e("d/x/y/x", EntryKind::Dir),
+        ];
+        assert!(run(&later).is_ok());
+        for x in [
+            None,
+            Some(e("d/x/y/x", EntryKind::File)),
+            Some(sym("d/x/y/x", "/etc")),
+        ] {
+            let entries: Vec<Entry> = x
+                .into_iter()
+                .chain([sym("d/x/y/link", "x/../../a.txt")])
+                .collect();
+            let t = run_with(Escaping::Skip, &entries).unwrap();
+            assert_eq!(t.symlinks().count(), 1, "{entries:?}");
+        }
+        // Out of a link, whatever it points at: refused in both modes, as
+        // the chained-link class is.
+        for escaping in [Escaping::Refuse, Escaping::Skip] {
+            let err = run_with(
+                escaping,
+                &[sym("d/x/y/x", "."), sym("d/x/y/link", "x/../../a.txt")],
+            )
+            .unwrap_err();
+            assert!(err.message.contains("out of a symlink"), "{err}");
+        }
+        // Past the last `..` the names may be anything.
+        assert!(run(&[sym("d/l", "../d/l2/f"), sym("d/l2", ".")]).is_ok());
+        // Lexically above the root: leaves, whatever lies between.
+        let t = run_with(
+            Escaping::Skip,
+            &[e("a", EntryKind::Dir), sym("l", "a/../../x")],
+        )
+        .unwrap();
+        assert_eq!(t.skipped_count(), 1);
     }
 
     /// Issue 11.3: `x/../..` resolves inside while `x` is a link two deep,

@@ -6,10 +6,11 @@ use sandbox_sync_core::exclude::Excluder;
 use sandbox_sync_core::sandbox_path::split_parent;
 use sandbox_sync_core::tar_read::{Entry, EntryKind as TarKind, Limits, Parser, Source};
 use sandbox_sync_core::tar_write::padding;
-use sandbox_sync_core::tree::TreePolicy;
+use sandbox_sync_core::tree::{Escaping, TreePolicy};
 use sandbox_sync_core::Error as CoreError;
 
 use crate::bindings::sandbox_sync::provider::host_fs::{EntryKind, GrantedDir};
+use crate::bindings::sandbox_sync::provider::sandbox_exec;
 use crate::bindings::sandbox_sync::provider::types::{FileMapping, SyncError};
 use crate::bindings::wasi::io::streams::OutputStream;
 use crate::errors::fs;
@@ -114,6 +115,45 @@ pub struct Pending<'a> {
     grant: &'a GrantedDir,
     staged: Staged,
     target: String,
+    skipped: Skipped,
+}
+
+/// Most skipped links a mapping names (the orchestrator's module logs as
+/// many); [`Skipped::total`] counts them all.
+pub const SKIPPED_NAMED: usize = 20;
+
+/// The symlinks a directory mapping left out because they leave it
+/// (see [`sandbox_sync_core::tree`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Skipped {
+    /// The first [`SKIPPED_NAMED`] as (path relative to the mapping's top,
+    /// target), in archive order.
+    pub links: Vec<(String, String)>,
+    /// How many in all.
+    pub total: u64,
+}
+
+impl Skipped {
+    fn of(tree: &TreePolicy) -> Self {
+        Skipped {
+            links: tree
+                .skipped()
+                .take(SKIPPED_NAMED)
+                .map(|(path, target)| (path, target.to_owned()))
+                .collect(),
+            total: tree.skipped_count() as u64,
+        }
+    }
+}
+
+/// What the host asked sync-out to do with a symlink that leaves its
+/// mapping.
+pub fn escaping() -> Escaping {
+    if sandbox_exec::transfer_strict_links() {
+        Escaping::Refuse
+    } else {
+        Escaping::Skip
+    }
 }
 
 /// What a [`Pending`] mapping staged.
@@ -147,6 +187,11 @@ impl<'a> Pending<'a> {
     /// What it staged.
     pub fn staged(&self) -> &Staged {
         &self.staged
+    }
+
+    /// The links it left out.
+    pub fn skipped(&self) -> &Skipped {
+        &self.skipped
     }
 
     /// Makes the mapping visible: one rename, or one swap of the tree.
@@ -198,18 +243,21 @@ pub fn receive_file<I: ArchiveInput>(
     Ok((files, bytes))
 }
 
-/// A directory mapping, received and swapped in at once (see
-/// [`stage_dir`]). Returns (files, bytes).
+/// A directory mapping of operation `op`, received and swapped in at
+/// once (see [`stage_dir`]); the links it skipped are reported. Returns
+/// (files, bytes).
 ///
 /// # Errors
 /// As [`stage_dir`] and [`Pending::commit`].
 pub fn receive_dir<I: ArchiveInput>(
     input: &mut I,
     grant: &GrantedDir,
+    op: &str,
     m: &FileMapping,
     limits: Limits,
 ) -> Result<(u64, Option<u64>), SyncError> {
     let (files, bytes, pending) = stage_dir(input, grant, m, limits, &[], None)?;
+    crate::report::links_skipped(op, m, pending.skipped());
     pending.commit()?;
     Ok((files, bytes))
 }
@@ -270,6 +318,7 @@ pub fn stage_file<'a, I: ArchiveInput>(
             base: base.to_owned(),
         },
         target: m.target_path.clone(),
+        skipped: Skipped::default(),
     };
     Ok((1, Some(entry.size), pending))
 }
@@ -332,7 +381,8 @@ pub fn stage_dir<'a, I: ArchiveInput>(
         dir: &staging,
         target: &m.target_path,
     };
-    let result = extract(input, &into, &excluder, limits, kept, held).and_then(|x| {
+    let links = escaping();
+    let result = extract(input, &into, &excluder, limits, links, kept, held).and_then(|x| {
         // The mode is on the staged tree before the tree is visible.
         if !x.unchanged {
             grant
@@ -345,6 +395,7 @@ pub fn stage_dir<'a, I: ArchiveInput>(
         Ok(Extracted {
             files,
             unchanged: true,
+            skipped,
             ..
         }) => {
             let _ = grant.remove(&staging);
@@ -355,16 +406,23 @@ pub fn stage_dir<'a, I: ArchiveInput>(
                     grant,
                     staged: Staged::Unchanged,
                     target: m.target_path.clone(),
+                    skipped,
                 },
             ))
         }
-        Ok(Extracted { files, written, .. }) => Ok((
+        Ok(Extracted {
+            files,
+            written,
+            skipped,
+            ..
+        }) => Ok((
             files,
             None,
             Pending {
                 grant,
                 staged: Staged::Dir { staging, written },
                 target: m.target_path.clone(),
+                skipped,
             },
         )),
         Err(e) => {
@@ -394,7 +452,8 @@ impl Staging<'_> {
 
 /// Extracts one archive into `into`. Directories are built `0700` and get
 /// their modes last, symlinks are created only once the whole tree passed
-/// policy. Returns the files the archive brought.
+/// policy, and those that leave it are refused or left out, as `links`
+/// says. Returns the files the archive brought.
 ///
 /// Each of `kept` (files of the old target, beside the staging dir in the
 /// grant) joins the tree, hard-linked and checked to be still the file
@@ -417,6 +476,7 @@ pub fn extract<I: ArchiveInput>(
     into: &Staging<'_>,
     excluder: &Excluder,
     limits: Limits,
+    links: Escaping,
     kept: &[Kept],
     held: Option<&Held>,
 ) -> Result<Extracted, SyncError> {
@@ -426,7 +486,7 @@ pub fn extract<I: ArchiveInput>(
         target: _,
     } = *into;
     let mut parser = Parser::new(limits);
-    let mut tree = TreePolicy::new(limits.max_entries);
+    let mut tree = TreePolicy::new(limits.max_entries).escaping(links);
     let at = |p: &str| format!("{staging}/{p}");
     let joining = Joining::new(kept, held);
     let mut written = BTreeSet::new();
@@ -485,6 +545,7 @@ pub fn extract<I: ArchiveInput>(
             }
         }
     }
+    tree.finish()?;
     let brought = tree.non_directories();
     if !joining.early {
         let mut placed = 0;
@@ -504,6 +565,7 @@ pub fn extract<I: ArchiveInput>(
                 files: brought as u64,
                 unchanged: true,
                 written,
+                skipped: Skipped::of(&tree),
             });
         }
         for (parent, files) in &joining.by_parent {
@@ -528,6 +590,7 @@ pub fn extract<I: ArchiveInput>(
         files: brought as u64,
         unchanged: false,
         written,
+        skipped: Skipped::of(&tree),
     })
 }
 
@@ -612,6 +675,8 @@ pub struct Extracted {
     /// The directories (relative to the target; `""` its top) it wrote
     /// regular files into.
     pub written: BTreeSet<String>,
+    /// The links it left out.
+    pub skipped: Skipped,
 }
 
 /// Whether the target, as `held`, is exactly the `tree` an archive brought

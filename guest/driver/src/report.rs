@@ -1,11 +1,13 @@
-//! Features a sandbox program turned off for want of a tool: read off its
-//! stderr (`<TAG> off <feature> <missing...>` lines, see
-//! [`sandbox_sync_core::script::split_off`]), handed to the host's
-//! `sync-report` for the call's result, and left out of the stderr that
-//! errors quote.
+//! What a call reports beside its results, through the host's
+//! `sync-report`: features a sandbox program turned off for want of a tool
+//! (read off its stderr, `<TAG> off <feature> <missing...>` lines, see
+//! [`sandbox_sync_core::script::split_off`], and left out of the stderr
+//! that errors quote), and the symlinks a sync-out left out.
 
 use crate::bindings::sandbox_sync::provider::sandbox_exec::ExecStatus;
 use crate::bindings::sandbox_sync::provider::sync_report;
+use crate::bindings::sandbox_sync::provider::types::FileMapping;
+use crate::extract::Skipped;
 
 /// Reports what `status`'s program turned off, and removes those lines.
 pub fn take_degraded(status: &mut ExecStatus) {
@@ -25,4 +27,19 @@ pub fn noted(status: Result<ExecStatus, String>) -> Result<ExecStatus, String> {
         take_degraded(&mut s);
         s
     })
+}
+
+/// Reports the links mapping `m` of operation `op` left out, if any.
+pub fn links_skipped(op: &str, m: &FileMapping, skipped: &Skipped) {
+    if skipped.total > 0 {
+        let links: Vec<sync_report::SkippedLink> = skipped
+            .links
+            .iter()
+            .map(|(path, target)| sync_report::SkippedLink {
+                path: path.clone(),
+                target: target.clone(),
+            })
+            .collect();
+        sync_report::links_skipped(op, &m.source_path, &links, skipped.total);
+    }
 }

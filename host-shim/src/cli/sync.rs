@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Args;
-use sandbox_sync_host::provider::{Compress, Direction};
+use sandbox_sync_host::provider::{Compress, Direction, SyncOutcome};
 use sandbox_sync_host::{Runtime, SyncOperation, SyncOptions};
 
 use super::args::{backend_failure, BackendArgs};
@@ -45,6 +45,11 @@ pub struct SyncArgs {
     /// out of the mapping's source instead of dereferencing it as `tar -h`.
     #[arg(long)]
     pub(super) confine_followed_symlinks: bool,
+    /// Sync-out: refuse a symlink that leaves its mapping (absolute, or
+    /// climbing above the mapping's top) instead of leaving it out with a
+    /// warning.
+    #[arg(long)]
+    pub(super) strict_links: bool,
     /// Transport compression. `auto` compresses data that samples as
     /// compressible, except on the local backend.
     #[arg(long, value_enum, default_value_t = Compress::Auto)]
@@ -92,6 +97,7 @@ pub async fn run(direction: Direction, args: SyncArgs) -> ExitCode {
     opts.max_metadata_bytes = args.max_metadata_bytes;
     opts.max_stderr_bytes = args.max_stderr_bytes;
     opts.confine_followed_symlinks = args.confine_followed_symlinks;
+    opts.strict_links = args.strict_links;
     opts.compress = args.compress;
     opts.incremental = args.incremental;
     let name = backend.name();
@@ -99,6 +105,9 @@ pub async fn run(direction: Direction, args: SyncArgs) -> ExitCode {
     match result {
         Ok(outcome) => {
             tracing::info!(execs = outcome.execs, "sync complete");
+            if let Some(line) = skipped_warning(&outcome) {
+                eprintln!("{line}");
+            }
             println!(
                 "{}",
                 serde_json::json!({
@@ -125,4 +134,27 @@ pub async fn run(direction: Direction, args: SyncArgs) -> ExitCode {
             ExitCode::from(1)
         }
     }
+}
+
+/// The one warning line for the symlinks a sync-out left out, if any.
+pub(super) fn skipped_warning(outcome: &SyncOutcome) -> Option<String> {
+    let (total, named) = outcome.skipped_links();
+    if total == 0 {
+        return None;
+    }
+    let more = total.saturating_sub(named.len() as u64);
+    let list = named
+        .iter()
+        .map(|(path, target)| format!("{path:?} -> {target:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let tail = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "warning: left out {total} symlink(s) that lead outside their mapping: {list}{tail} \
+         (--strict-links refuses them)"
+    ))
 }

@@ -121,6 +121,10 @@ impl Host for ShimState {
     async fn transfer_remote(&mut self) -> wasmtime::Result<bool> {
         Ok(self.remote)
     }
+
+    async fn transfer_strict_links(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.strict_links)
+    }
 }
 
 impl HostExecution for ShimState {

@@ -54,6 +54,10 @@ export function transferRemote() {
   return settings.remote;
 }
 
+export function transferStrictLinks() {
+  return settings.strictLinks ?? false;
+}
+
 export function start(argv, options) {
   return new Execution(argv, options);
 }

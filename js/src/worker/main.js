@@ -53,6 +53,7 @@ const imports = {
     transferCompression: exec.transferCompression,
     transferIncremental: exec.transferIncremental,
     transferRemote: exec.transferRemote,
+    transferStrictLinks: exec.transferStrictLinks,
   },
   'sandbox-sync:provider/sync-state': {
     load: (key) => records.load(key),
@@ -73,12 +74,33 @@ const imports = {
         degraded.push({ feature, missing: [...missing].filter((m) => m.length <= 64).slice(0, 8) });
       }
     },
+    linksSkipped: (operationId, sourcePath, links, total) => noteSkipped(operationId, sourcePath, links, total),
   },
   'sandbox-sync:provider/types': {},
 };
 
 /** Features the sandbox turned off in this call (sync-report). */
 let degraded = [];
+
+/**
+ * The symlinks this call's sync-out left out, a mapping at a time
+ * (sync-report), bounded as in the Rust host: the first SKIPPED_NAMED of a
+ * mapping with their targets and a count, for at most SKIPPING_MAPPINGS.
+ */
+let skipped = [];
+const SKIPPED_NAMED = 20;
+const SKIPPING_MAPPINGS = 4096;
+const MAX_SKIPPED_PATH = 2 * 4096 + 1;
+function noteSkipped(operationId, sourcePath, links, total) {
+  if (skipped.length >= SKIPPING_MAPPINGS) return;
+  const named = links
+    .filter(({ path, target }) => path.length <= MAX_SKIPPED_PATH && target.length <= MAX_SKIPPED_PATH)
+    .slice(0, SKIPPED_NAMED)
+    .map(({ path, target }) => ({ path, target }));
+  // A component counts at least what it names.
+  const count = BigInt(total) > BigInt(links.length) ? BigInt(total) : BigInt(links.length);
+  skipped.push({ operationId, sourcePath, links: named, total: Number(count) });
+}
 
 /** This call's record store (see records.js). */
 let records = recordStore(null);
@@ -133,6 +155,7 @@ function call({ direction, request, grants, settings }) {
   exec.configure(settings);
   records = recordStore(settings.records);
   degraded = [];
+  skipped = [];
   clearDiagnostics();
   const dirs = [];
   let done;
@@ -145,7 +168,7 @@ function call({ direction, request, grants, settings }) {
         }),
       );
     });
-    done = { results: instance()[direction === 'in' ? 'syncIn' : 'syncOut'](request, dirs), degraded };
+    done = { results: instance()[direction === 'in' ? 'syncIn' : 'syncOut'](request, dirs), degraded, skipped };
   } catch (e) {
     if (e?.payload !== undefined) done = { error: e.payload };
     else {

@@ -184,6 +184,11 @@ impl<'r, 'a> Receiver<'r, 'a> {
                         held.get(&k),
                     )?,
                 };
+                sandbox_sync_driver::report::links_skipped(
+                    &req.operations[i].operation_id,
+                    m,
+                    pending.skipped(),
+                );
                 self.staged.0.push(Landing {
                     pending,
                     mapping: m,

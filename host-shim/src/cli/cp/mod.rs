@@ -48,6 +48,10 @@ pub struct CpArgs {
     /// Dereference symlinks in a directory copy (tar -h).
     #[arg(short = 'L', long)]
     dereference: bool,
+    /// Refuse a symlink that leads outside the copied directory instead
+    /// of leaving it out with a warning (copies out of a sandbox).
+    #[arg(long)]
+    strict_links: bool,
     /// Mode for a single copied file, in octal (e.g. 600).
     #[arg(long, value_parser = parse_mode)]
     mode: Option<u32>,
@@ -267,6 +271,7 @@ pub async fn run(a: CpArgs) -> ExitCode {
     let counters = counting.counters();
     let mut opts = SyncOptions::new(plan.remote_dir.clone());
     opts.timeout = Duration::from_millis(a.timeout_ms);
+    opts.strict_links = a.strict_links;
     let started = Instant::now();
     let show = !a.quiet && !a.json && std::io::stderr().is_terminal();
     let progress =
@@ -307,6 +312,7 @@ fn report(
         .first()
         .map(|r| (r.files_transferred, r.bytes_transferred))
         .unwrap_or_default();
+    let (skipped, skipped_named) = out.skipped_links();
     if a.json {
         println!(
             "{}",
@@ -317,6 +323,8 @@ fn report(
                 "filesTransferred": files, "bytesTransferred": bytes,
                 "wireBytes": wire, "execs": out.execs,
                 "elapsedMs": elapsed.as_millis() as u64,
+                "skippedLinks": skipped_named.iter().map(|(p, _)| p).collect::<Vec<_>>(),
+                "skippedLinkCount": skipped,
             })
         );
     } else if !a.quiet {
@@ -328,5 +336,10 @@ fn report(
             "copied {files} file(s), {bytes} bytes {dir} in {:.2?} ({} exec)",
             elapsed, out.execs
         );
+    }
+    if !a.json {
+        if let Some(line) = super::sync::skipped_warning(out) {
+            eprintln!("{line}");
+        }
     }
 }
