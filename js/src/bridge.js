@@ -10,6 +10,22 @@ const WORKER = new URL('./worker/main.js', import.meta.url);
 /** Largest chunk handed to the caller's stdin. */
 const STDIN_PIECE = 128 << 10;
 
+/**
+ * The host's Node flags a provider worker keeps: those deciding which files
+ * its imports load. A Worker inherits all of them by default, and they are
+ * the host's: `--input-type` (a `node -e` host) fails the worker's start,
+ * and `--import`/`--require` would run the host's preloads in it. V8 flags
+ * (`--expose-gc`, `--max-old-space-size`) are process-wide, so the worker
+ * has them anyway (a Worker's `execArgv` refuses them); the inspector is
+ * the process's, and sees workers through its own session; NODE_OPTIONS
+ * still reaches every worker.
+ */
+const WORKER_FLAGS = new Set(['--preserve-symlinks', '--preserve-symlinks-main']);
+
+function workerExecArgv() {
+  return process.execArgv.filter((flag) => WORKER_FLAGS.has(flag));
+}
+
 /** Reads a caller's exec rejection as a timeout, as the seed's pod exec reports one. */
 function isTimeout(err) {
   return err?.kind === 'timeout' || err?.timedOut === true || /timed out/i.test(err?.message ?? '');
@@ -194,6 +210,7 @@ export class ProviderWorker {
     this.worker = new Worker(WORKER, {
       workerData: { componentDir, port: port2, doorbell: this.bell.buffer },
       transferList: [port2],
+      execArgv: workerExecArgv(),
     });
     // Referenced while it starts and while it runs a call; an idle worker
     // must not keep the caller's process alive.

@@ -65,7 +65,7 @@ describe('the packed package, installed as a user would', () => {
   test('ships README, LICENSE and the components, and no path of the build machine', () => {
     const pkg = join(installed, 'node_modules', '@sandbox-sync', 'node');
     const files = walk(pkg);
-    for (const f of ['README.md', 'LICENSE', 'package.json', 'src/index.js', 'src/index.d.ts', 'paperclip/worker.js']) {
+    for (const f of ['README.md', 'LICENSE', 'package.json', 'src/index.js', 'src/index.d.ts', 'paperclip/worker.js', 'paperclip/plugin.d.ts']) {
       assert.ok(files.includes(f), `${f} is missing from the tarball`);
     }
     for (const c of ['tar-stream', 'base64-fallback']) {

@@ -3,9 +3,11 @@
 // paperclip/worker.js as the plugin loader would and calls the sync verbs
 // with the parameters its sandbox driver builds; the sandbox is a local temp
 // directory (no chroot). Then the hooks in-process, after setup() under the
-// SDK's test harness.
+// SDK's test harness. Last, the server's plugin loader installing the packed
+// package by name and activating it.
 
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
@@ -17,12 +19,16 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createTestHarness } from '@paperclipai/plugin-sdk/testing';
 import { resolveDeclaredSandboxCapabilities } from '@paperclipai/shared';
 import {
+  HOST_SDK_VERSION,
   SANDBOX_SUPPORTED_CAPABILITIES,
   buildSandboxCapabilityNarrowing,
   classifyEnvironmentCapabilities,
   createPluginWorkerManager,
   environmentSyncCall,
+  pluginLoader,
   pluginManifestValidator,
+  pluginRegistryStandIn,
+  pluginRuntimeStandIn,
 } from './support/paperclip-host.js';
 import { createSandboxSyncPlugin } from '../paperclip/plugin.js';
 import { localExec } from '../src/local-exec.js';
@@ -244,5 +250,98 @@ describe('paperclip plugin in-process, after setup() under the SDK test harness'
     } finally {
       await rm(remote, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the server\'s plugin loader installs the package by name and activates it', () => {
+  // As `POST /api/plugins/install` and the server's start drive it:
+  // installPlugin({packageName, version}) runs `npm install <name>@<version>
+  // --prefix <plugin dir> --save --ignore-scripts` (the version here is the
+  // packed tarball: the package is not on the registry) and validates the
+  // manifest that package.json's `paperclipPlugin.manifest` names; loadSingle()
+  // resolves the worker entrypoint from the plugin dir and forks it with the
+  // loader's environment. Its database is an in-memory stand-in.
+  let root;
+  let tarball;
+  let pluginDir;
+  let registry;
+  let manager;
+  let loader;
+  const npm = (cwd, args) => execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+
+  before(async () => {
+    root = await mkdtemp(join(tmpdir(), 'pc-loader-'));
+    pluginDir = join(root, 'plugins');
+    // The test script built components/ already; packing runs no script.
+    tarball = join(root, npm(PACKAGE_ROOT, ['pack', '--ignore-scripts', '--pack-destination', root]).trim().split('\n').pop());
+    registry = pluginRegistryStandIn();
+    manager = createPluginWorkerManager();
+    loader = pluginLoader(registry.db, { localPluginDir: pluginDir }, pluginRuntimeStandIn(manager));
+  });
+
+  after(async () => {
+    await manager?.stopAll();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  test('installPlugin installs it by package name and registers its manifest', async () => {
+    const discovered = await loader.installPlugin({ packageName: pkg.name, version: `file:${tarball}` });
+    assert.equal(discovered.source, 'npm');
+    assert.equal(discovered.packagePath, join(pluginDir, 'node_modules', '@sandbox-sync', 'node'));
+    assert.equal(discovered.manifest.id, 'sandbox-sync');
+    // The loader records the manifest's version, not package.json's.
+    assert.equal(discovered.version, pkg.version);
+    // A registry install: activation finds it by name in the plugin dir.
+    assert.deepEqual(
+      registry.rows.map((r) => [r.pluginKey, r.packageName, r.packagePath, r.status]),
+      [['sandbox-sync', pkg.name, null, 'installed']],
+    );
+  });
+
+  test('its node_modules scan lists only plugin-named packages; it is found by name and by path', async () => {
+    // discoverFromNpm takes `paperclip-plugin-*` and `@scope/plugin-*` only
+    // (isPluginPackageName); nothing in the server calls it.
+    const scan = await loader.discoverFromNpm([join(pluginDir, 'node_modules')]);
+    assert.deepEqual(scan.discovered.map((d) => d.packageName), []);
+    assert.equal((await loader.loadManifest(join(pluginDir, 'node_modules', '@sandbox-sync', 'node'))).id, 'sandbox-sync');
+  });
+
+  test('activation needs @paperclipai/plugin-sdk in the plugin dir (npm installs no optional peer)', async () => {
+    registry.rows[0].status = 'ready'; // what lifecycle.load() does before activating
+    const result = await loader.loadSingle(registry.rows[0].id, { markErrorOnFailure: false });
+    assert.equal(result.success, false);
+    assert.match(result.error, /Cannot find package '@paperclipai\/plugin-sdk' imported from .*paperclip\/worker\.js/);
+    // The crashed worker stays registered; the server's markError would stop it.
+    await manager.stopAll();
+  });
+
+  test('with the server\'s SDK in the plugin dir, activation starts the worker and it syncs', async () => {
+    npm(root, ['install', '--prefix', pluginDir, '--prefer-offline', `@paperclipai/plugin-sdk@${HOST_SDK_VERSION}`]);
+    const { id } = registry.rows[0];
+    const result = await loader.loadSingle(id, { markErrorOnFailure: false });
+    assert.equal(result.success, true, result.error);
+    assert.ok(manager.getWorker(id).supportedMethods.includes('environmentSyncIn'));
+
+    const remote = join(root, 'sandbox');
+    await mkdir(remote);
+    await writeFile(join(root, 'in.txt'), 'installed\n');
+    const manifest = registry.rows[0].manifestJson;
+    const leaseRow = {
+      companyId: 'company-1',
+      issueId: 'issue-1',
+      providerLeaseId: 'local-1',
+      expiresAt: null,
+      metadata: { driver: 'sandbox', pluginId: id, pluginKey: manifest.id, provider: manifest.environmentDrivers[0].driverKey, remoteCwd: remote },
+    };
+    const synced = await manager.call(
+      ...environmentSyncCall('environmentSyncIn', {
+        environment: { id: randomUUID(), driver: 'sandbox' },
+        lease: leaseRow,
+        config: { provider: leaseRow.metadata.provider, backend: 'local' },
+        operations: [{ operationId: 'op', files: [{ sourcePath: join(root, 'in.txt'), targetPath: join(remote, 'in.txt'), kind: 'file' }] }],
+      }),
+    );
+    assert.deepEqual(synced.operations, [{ operationId: 'op', filesTransferred: 1, bytesTransferred: 10 }]);
+    assert.equal(await readFile(join(remote, 'in.txt'), 'utf8'), 'installed\n');
   });
 });

@@ -11,8 +11,12 @@
 // - services/environment-runtime.js, environment-config.js,
 //   environment-driver-traits.js and plugin-environment-driver.js: the
 //   sandbox driver's capability classifier and the helpers its
-//   `callPluginEnvironmentSync` uses (loading them opens no database).
+//   `callPluginEnvironmentSync` uses (loading them opens no database);
+// - services/plugin-loader.js: what `POST /api/plugins/install` and the
+//   server's start run to install a plugin package and activate it, over
+//   the stand-ins below for its database and runtime services.
 
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 
 // The server's logger pretty-prints to stdout at debug level; it reads its
@@ -36,6 +40,64 @@ const { stripSandboxProviderEnvelope } = await server('./services/environment-co
 const { ENVIRONMENT_DRIVER_CAPABILITY_SUPPORT } = await server('./services/environment-driver-traits.js');
 const { resolvePluginExecuteRpcTimeoutMs } = await server('./services/plugin-environment-driver.js');
 export const SANDBOX_SUPPORTED_CAPABILITIES = ENVIRONMENT_DRIVER_CAPABILITY_SUPPORT.sandbox.supportedCapabilities;
+export const { pluginLoader } = await server('./services/plugin-loader.js');
+const version = (url) => JSON.parse(readFileSync(url, 'utf8')).version;
+export const HOST_VERSION = version(new URL('package.json', SERVER_PACKAGE));
+/** The plugin SDK release the server runs with. */
+export const HOST_SDK_VERSION = version(new URL('../plugin-sdk/package.json', SERVER_PACKAGE));
+
+/**
+ * The plugin loader's database, in memory: the `plugins` table's rows, for
+ * the drizzle query chains `installPlugin` and `loadSingle` run on it (a
+ * select by id or key, the install order, an insert, an update). Filters
+ * are not read, so it holds one plugin; every other table is empty.
+ */
+export function pluginRegistryStandIn() {
+  const rows = [];
+  const isPlugins = (table) => table?.[Symbol.for('drizzle:Name')] === 'plugins';
+  const query = (result) => {
+    const q = {
+      from: (table) => Object.assign(q, { table }),
+      where: () => q,
+      orderBy: () => q,
+      returning: () => q,
+      values: (row) => Object.assign(q, { row }),
+      set: (patch) => Object.assign(q, { patch }),
+      then: (resolve, reject) => Promise.resolve().then(() => result(q)).then(resolve, reject),
+    };
+    return q;
+  };
+  const db = {
+    select: (columns) => query((q) => (!isPlugins(q.table) ? [] : columns ? [{ maxOrder: rows.length }] : rows)),
+    insert: (table) =>
+      query((q) => {
+        if (!isPlugins(table)) throw new Error('the stand-in holds only the plugins table');
+        rows.push({ id: randomUUID(), ...q.row });
+        return rows.slice(-1);
+      }),
+    update: () => query((q) => rows.map((row) => Object.assign(row, q.patch))),
+    transaction: (fn) => fn(db),
+  };
+  return { db, rows };
+}
+
+/**
+ * The runtime services `loadSingle` activates a plugin with: the real
+ * worker manager, and no-ops for the rest (a plugin declaring no jobs or
+ * tools registers nothing with them).
+ */
+export function pluginRuntimeStandIn(workerManager) {
+  return {
+    workerManager,
+    eventBus: { forPlugin: () => ({}), subscriptionCount: () => 0, clearPlugin: () => {} },
+    jobScheduler: { registerPlugin: async () => {}, unregisterPlugin: async () => {}, stop: () => {} },
+    jobStore: { syncJobDeclarations: async () => {} },
+    toolDispatcher: { registerPluginTools: () => {}, unregisterPluginTools: () => {} },
+    lifecycleManager: { load: async () => {}, markError: async () => {} },
+    buildHostHandlers: () => ({}),
+    instanceInfo: { instanceId: 'test-instance', hostVersion: HOST_VERSION },
+  };
+}
 
 /**
  * The sandbox driver's `callPluginEnvironmentSync` (services/environment-runtime.js),
