@@ -14,7 +14,7 @@ fn once_the_program_starts(remote: &std::path::Path) {
             d.flatten().any(|e| {
                 let name = e.file_name();
                 let name = name.to_string_lossy();
-                name.starts_with(".paperclip-upload-") && name != STATE_FILE
+                name.starts_with(".paperclip-upload-")
             })
         })
     };

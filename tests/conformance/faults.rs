@@ -251,20 +251,38 @@ mod swept {
         let live = scratch(".paperclip-upload-00000000000000a1", Some(1));
         let live_in = plain(".paperclip-upload-00000000000000a1.in");
         let fresh = scratch(".paperclip-upload-00000000000000f1", None);
-        let state = plain(STATE_FILE);
+        // Where the record lived before issue 46: removed, whatever its age.
+        let state = plain(LEGACY_STATE_FILE);
         let own = plain("notes.txt");
-        for p in [&dead, &dead_in, &orphan, &live, &live_in, &state, &own] {
+        for p in [&dead, &dead_in, &orphan, &live, &live_in, &own] {
             set_mtime(p, two_hours_ago);
         }
+        // A killed program of the sandbox's own PID namespace (a sandbox
+        // on this machine's: not jailed) goes at once, however new.
+        let ns = std::fs::read_link("/proc/self/ns/pid").unwrap();
+        let killed = remote.join(".paperclip-upload-00000000000000d3");
+        sb.write_remote(".paperclip-upload-00000000000000d3/staged", b"x");
+        sb.write_remote(
+            ".paperclip-upload-00000000000000d3/pid",
+            format!("4194305 {}\n", ns.display()).as_bytes(),
+        );
         let src = sb.write_host("a.txt", b"alpha");
         sb.sync_in(&[op("o", vec![file(&src, sb.remote("a.txt"))])])
             .unwrap();
-        for gone in [&dead, &dead_in, &orphan] {
+        for gone in [&dead, &dead_in, &orphan, &state] {
             assert!(!gone.exists(), "{} was not swept", gone.display());
         }
-        for kept in [&live, &live_in, &fresh, &state, &own] {
+        for kept in [&live, &live_in, &fresh, &own] {
             assert!(kept.exists(), "{} was swept", kept.display());
         }
+        // A jailed sandbox's programs each have a PID namespace of their
+        // own: another's pid says nothing there, so the hour rule holds.
+        assert_eq!(
+            killed.exists(),
+            u.userland.is_jailed(),
+            "{}",
+            killed.display()
+        );
     }
 
     sandbox_sync_tests::for_each_userland!(stale_scratch_is_swept);

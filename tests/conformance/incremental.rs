@@ -186,7 +186,7 @@ fn read_only_directories_update_in_place(u: Env) {
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n != "ws" && n != STATE_FILE)
+        .filter(|n| n != "ws")
         .collect();
     assert!(left.is_empty(), "{left:?}");
     // The host's temp dir cleanup needs to write into them.

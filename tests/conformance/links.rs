@@ -170,8 +170,63 @@ fn escaping_links_between_resyncs(u: Env) {
     assert_eq!(std::fs::read(target.join("keep.txt")).unwrap(), b"keep");
 }
 
+/// The names at the top of the remote dir, sorted.
+fn remote_top(sb: &Sandbox) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(sb.remote_on_host(""))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Issue 46: the remote dir is the agent's working directory. After every
+/// kind of sync (a first sync-in, an incremental one that keeps files, a
+/// sync-out, one whose command fails) it holds only what the mappings
+/// landed and what the commands wrote: the incremental record lives
+/// elsewhere, and still makes the re-sync keep what it can.
+fn nothing_of_ours_in_the_remote_dir(u: Env) {
+    let sb = Sandbox::new(u);
+    let src = sb.host.join("ws");
+    for i in 0..3 {
+        sb.write_host(&format!("ws/f{i}.txt"), format!("file {i}").as_bytes());
+    }
+    let big = sb.write_host("big.bin", &vec![7u8; 64 << 10]);
+    let ops = [SyncOperation {
+        post_upload_commands: Some(vec![cmd("echo ran > cmd.out", None)]),
+        ..op(
+            "o",
+            vec![dir(&src, sb.remote("ws")), file(&big, sb.remote("big.bin"))],
+        )
+    }];
+    let want = ["big.bin", "cmd.out", "ws"];
+    sb.sync_in(&ops).expect("first sync-in");
+    assert_eq!(remote_top(&sb), want);
+    settle();
+    sb.sync_in(&ops).expect("records");
+    settle();
+    let again = sb.sync_in(&ops).expect("keeps");
+    assert_eq!(remote_top(&sb), want);
+    if keeps_unchanged(u) {
+        assert_eq!(again.operations[0].files_transferred, 0, "{again:?}");
+    }
+    let back = sb.host.join("back");
+    sb.sync_out(&[op("o", vec![dir_out(sb.remote("ws"), &back)])])
+        .expect("sync-out");
+    assert_eq!(remote_top(&sb), want);
+    let failing = [SyncOperation {
+        post_upload_commands: Some(vec![cmd("exit 3", None)]),
+        ..op("o", vec![dir(&src, sb.remote("ws"))])
+    }];
+    sb.sync_in(&failing).expect_err("the command fails");
+    assert_eq!(remote_top(&sb), want);
+    assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
+}
+
 sandbox_sync_tests::for_each_userland!(
     links_that_leave_are_skipped_and_named,
     strict_links_refuse,
     escaping_links_between_resyncs,
+    nothing_of_ours_in_the_remote_dir,
 );

@@ -22,7 +22,7 @@ mod incremental; // re-syncs keep what the target holds and land what a full syn
 mod incremental_out; // sync-out re-syncs leave out what the host target holds
 mod jail; // nothing in a local sandbox root, uid 0 included, reaches the host
 mod kube_faults; // faults injected by the Kubernetes exec protocol server
-mod links; // sync-out leaves out links that leave a mapping, and names them
+mod links; // real workspaces: links that leave a mapping skipped and named, nothing of ours left in the remote dir
 mod model; // random edits and syncs: incremental lands exactly what a full sync lands
 mod names; // names with any character but NUL and / travel both ways
 mod races; // a racer swaps directories for escaping symlinks during syncs

@@ -197,19 +197,16 @@ pub fn incompressible(len: usize) -> Vec<u8> {
 
 /// The sandbox's record of what incremental sync-in landed, at the top of
 /// the remote dir.
-pub use sandbox_sync_core::STATE_FILE;
+pub use sandbox_sync_core::LEGACY_STATE_FILE;
 
 /// The trees under `a` and `b` hold the same entries: types, file contents
-/// and modes, link targets. The incremental state file at the top of a
-/// tree (a remote dir's) is not an entry.
+/// and modes, link targets.
 pub fn assert_same_tree(a: &std::path::Path, b: &std::path::Path) {
     let list = |root: &std::path::Path| {
         let mut v = Vec::new();
         walk(root, &mut |p| {
             let rel = p.strip_prefix(root).expect("walked under root");
-            if rel != Path::new(STATE_FILE) {
-                v.push(rel.to_owned())
-            }
+            v.push(rel.to_owned())
         });
         v.sort();
         v
@@ -404,6 +401,7 @@ fn busybox_root() -> &'static Path {
         sweep_roots_of_gone_processes("sandbox-sync-bbroot-");
         let root = std::env::temp_dir().join(format!("sandbox-sync-bbroot-{}", std::process::id()));
         std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
+        sticky_tmp(&root);
         install_executable(busybox, &root.join("bin/busybox"));
         let out = std::process::Command::new(root.join("bin/busybox"))
             .arg("--list")
@@ -418,6 +416,14 @@ fn busybox_root() -> &'static Path {
             .expect("chmod root");
         root
     })
+}
+
+/// A `/tmp` as images have it (mode 1777): where a sandbox user without a
+/// writable home keeps its incremental record.
+fn sticky_tmp(root: &Path) {
+    std::fs::create_dir_all(root.join("tmp")).expect("mkdir tmp");
+    std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777))
+        .expect("chmod tmp");
 }
 
 /// The root a jailed userland's sandboxes live in.
@@ -471,6 +477,7 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
         roots.len()
     ));
     std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
+    sticky_tmp(&root);
     copy_host_binary(&root, Path::new("/bin/dash"), "sh");
     for tool in tools {
         if let Some(fake) = tool.strip_prefix("fake:") {
@@ -901,10 +908,7 @@ impl Sandbox {
         for dir in [sandbox_base, self.host.clone()] {
             walk(&dir, &mut |p| {
                 let name = p.file_name().and_then(|n| n.to_str());
-                // The remote dir's incremental record is not scratch.
-                let state =
-                    name == Some(STATE_FILE) && p.parent() == Some(&self.on_host(&self.remote));
-                if !state && name.is_some_and(|n| n.starts_with(".paperclip-upload")) {
+                if name.is_some_and(|n| n.starts_with(".paperclip-upload")) {
                     found.push(p.to_path_buf());
                 }
             });

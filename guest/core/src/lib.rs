@@ -50,7 +50,18 @@ pub const KEEP_FILE_MIN: u64 = 16 << 10;
 /// Prefix of every scratch name; the orchestrator's wipe step preserves it.
 pub const SCRATCH_PREFIX: &str = ".paperclip-upload";
 
-/// The sandbox's record of what incremental sync-in landed (see
-/// [`incremental`]), at the top of the remote dir: a reserved name, so
-/// never a target, never synced out, and kept by the orchestrator's wipe.
-pub const STATE_FILE: &str = ".paperclip-upload-state";
+/// Where the sandbox kept its record of what incremental sync-in landed
+/// (see [`incremental`]) before issue 46: at the top of the remote dir,
+/// in the agent's view. A program removes it wherever it finds it; the
+/// record now lives outside the remote dir ([`state_key`]).
+pub const LEGACY_STATE_FILE: &str = ".paperclip-upload-state";
+
+/// The name of remote dir `root`'s incremental record in the sandbox
+/// user's state directory (see `common.sh`, `_ss_findstate`): one record
+/// per remote dir as the request spells it.
+pub fn state_key(root: &str) -> String {
+    use std::hash::Hasher as _;
+    let mut h = siphasher::sip::SipHasher13::new();
+    h.write(root.as_bytes());
+    format!("ws-{:016x}", h.finish())
+}

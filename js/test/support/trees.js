@@ -34,16 +34,10 @@ export function build(root, spec) {
 }
 
 /** `{relative path: 'd755' | 'f644 <size> <sha256-prefix>' | 'l -> target'}`. */
-/** The sandbox's record of what incremental sync-in landed, atop the remote dir. */
-export const STATE_FILE = '.paperclip-upload-state';
-
 export function describeTree(root) {
   const out = {};
   const walk = (rel) => {
     for (const name of readdirSync(join(root, rel)).sort()) {
-      // A remote dir's incremental record (inode numbers and tokens) is
-      // not part of what a sync lands.
-      if (!rel && name === STATE_FILE) continue;
       const r = rel ? `${rel}/${name}` : name;
       const p = join(root, r);
       const st = lstatSync(p);

@@ -86,7 +86,34 @@ _ss_mkdirs() {
   IFS=$_ss_ifs; set +f
 }
 _ss_S="$_ss_root/$_ss_scratch"
-_ss_state="$_ss_root/$_ss_statefile"
+# Incremental sync-in's record lives outside the remote dir, so nothing of
+# ours stays in the agent's view: in the sandbox user's state directory
+# ($XDG_STATE_HOME, else ~/.local/state), else a directory of theirs in
+# the temp dir, named $_ss_statekey there. A candidate counts only as an
+# absolute, real directory the user owns and may write, outside the
+# remote dir. _ss_findstate sets _ss_state to the record's path in the
+# first that exists, or with $1 = 1 the first it can make; none: empty,
+# and nothing is kept (the next sync sends everything). A record anywhere
+# in the sandbox is the sandbox's to forge either way (THREAT_MODEL D25).
+_ss_state=
+_ss_stateat() {
+  case $1 in /?*) ;; *) return 1 ;; esac
+  # Only the record's own dir is private; the parents are the user's.
+  # shellcheck disable=SC2174
+  if [ "$2" = 1 ] && [ ! -e "$1" ] && [ ! -L "$1" ]; then mkdir -p -m 700 "$1" 2>/dev/null || return 1; fi
+  # -O is not POSIX (dash, BusyBox, bash have it): a shell without it
+  # keeps no record.
+  { [ -d "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] && [ -w "$1" ]; } 2>/dev/null || return 1
+  _ss_canon "$1" && ! _ss_in_root "$_ss_r" || return 1
+  _ss_state="$_ss_r/$_ss_statekey"
+}
+_ss_findstate() {
+  _ss_state=
+  case ${XDG_STATE_HOME:-} in /?*) _ss_stateat "$XDG_STATE_HOME/sandbox-sync" "$1" && return 0 ;; esac
+  case ${HOME:-} in /?*) _ss_stateat "${HOME%/}/.local/state/sandbox-sync" "$1" && return 0 ;; esac
+  _ss_u=$(id -u 2>/dev/null) || return 0
+  _ss_stateat "${TMPDIR:-/tmp}/sandbox-sync-$_ss_u" "$1" || _ss_state=
+}
 _ss_rec=0
 _ss_keepS=
 _ss_pend=
@@ -124,27 +151,36 @@ _ss_rmtree() {
 }
 # Scratch of earlier calls that ended without their cleanup (a SIGKILL, a
 # dropped connection, a restarted pod) is swept: a top-level reserved name
-# an hour old whose program is gone (each scratch dir names its program's
-# pid; a live one, or a pid reused since, keeps it). Never the state file;
-# never a name with a newline or a slash (a planted one could name a path
-# outside the remote dir).
-printf '%s\n' "$$" >"$_ss_S/pid" 2>/dev/null
-# Only where a reserved name other than ours and the state file's exists:
-# the glob is the shell's, find a process on every call.
+# whose program is gone. Each scratch dir names its program's pid and PID
+# namespace: one whose pid runs here is kept (a live program, or a pid
+# reused since); one of this namespace whose pid is gone goes at once; any
+# other (another namespace's, whose pid says nothing here, or a dir whose
+# pid is not written yet) once it is an hour old. The record the remote
+# dir held before issue 46 goes too. Never a name with a newline or a
+# slash (a planted one could name a path outside the remote dir).
+_ss_ns=$(readlink /proc/self/ns/pid 2>/dev/null) || _ss_ns=
+case $_ss_ns in *[!a-z0-9:\[\]]* | '') _ss_ns=- ;; esac
+printf '%s %s\n' "$$" "$_ss_ns" >"$_ss_S/pid" 2>/dev/null
+# Only where a reserved name other than ours exists: the glob is the
+# shell's, find a process on every call.
 _ss_sweep=
 for _ss_o in "$_ss_root/$_ss_reserved"-*; do
-  case ${_ss_o##*/} in "$_ss_scratch" | "$_ss_statefile" | "$_ss_statefile".*) continue ;; esac
+  case ${_ss_o##*/} in "$_ss_scratch") continue ;; esac
   [ -e "$_ss_o" ] || [ -L "$_ss_o" ] || continue
   _ss_sweep=1; break
 done
 [ -z "$_ss_sweep" ] || (cd -P "$_ss_root" 2>/dev/null && find . -maxdepth 1 -name "$_ss_reserved-*" ! -name "*$_ss_nl*" \
-  ! -name "$_ss_statefile" ! -name "$_ss_statefile.*" -mmin +60 -print 2>/dev/null) |
-  while IFS= read -r _ss_o; do
+  \( -mmin +60 -exec printf 'old %s\n' {} \; -o -exec printf 'new %s\n' {} \; \) 2>/dev/null) |
+  while IFS=' ' read -r _ss_age _ss_o; do
     _ss_o=${_ss_o#./}
-    case $_ss_o in "$_ss_reserved"-*/* | "$_ss_statefile" | "$_ss_statefile".*) continue ;; "$_ss_reserved"-*) ;; *) continue ;; esac
+    case $_ss_o in "$_ss_reserved"-*/* | "$_ss_scratch" | "$_ss_scratch".*) continue ;; "$_ss_oldstate" | "$_ss_oldstate".*) rm -f "$_ss_root/$_ss_o"; continue ;; "$_ss_reserved"-*) ;; *) continue ;; esac
     _ss_id=${_ss_o#"$_ss_reserved"-}
-    _ss_p=$(cat "$_ss_root/$_ss_reserved-${_ss_id%%.*}/pid" 2>/dev/null) || _ss_p=
-    case $_ss_p in '' | *[!0-9]*) ;; *) [ ! -d "/proc/$_ss_p" ] || continue ;; esac
+    _ss_p=; _ss_pns=
+    read -r _ss_p _ss_pns <"$_ss_root/$_ss_reserved-${_ss_id%%.*}/pid" 2>/dev/null || :
+    case $_ss_p in '' | *[!0-9]*) _ss_p= ;; esac
+    # A pid of this namespace that runs keeps it, whatever its age.
+    [ -z "$_ss_p" ] || [ ! -d "/proc/$_ss_p" ] || continue
+    [ "$_ss_age" = old ] || { [ -n "$_ss_p" ] && [ "$_ss_pns" = "$_ss_ns" ] && [ "$_ss_ns" != - ]; } || continue
     _ss_rmtree "$_ss_root/$_ss_o"
   done
 # Post-upload commands run in a session of their own where the sandbox
@@ -215,6 +251,13 @@ if [ -n "$_ss_deadline" ]; then
   _ss_watch=$!
 fi
 _ss_pin "$_ss_S" 9
+# Leaves this program's scratch dir, with what it holds, to the program
+# that runs next (_ss_adopt). Handed on, the dir names no program: the
+# next one's sweep leaves it to the hour rule, not to this one's exit.
+_ss_handon() {
+  _ss_keepS=1
+  printf 'handed -\n' >"$_ss_S/pid" 2>/dev/null
+}
 # Takes over what the report program run before this one left in its
 # scratch dir $1 (a toolbox sandbox: see InboundScript::report_program).
 _ss_adopt() {
@@ -313,6 +356,7 @@ _ss_canrecord() { _ss_have awk find stat; }
 _ss_recordable() {
   if _ss_canrecord; then
     _ss_rec=1
+    _ss_findstate 0
     _ss_keepable || _ss_off incremental-in-keep "$(_ss_lacks cp xargs tr)"
   else
     _ss_off incremental-in-record "$(_ss_lacks awk find stat)"

@@ -505,11 +505,18 @@ _ss_facts() {
 # write only means more is sent next time.
 _ss_savestate() {
   [ "$_ss_rec" = 1 ] && { [ -s "$_ss_S/F" ] || [ -s "$_ss_S/N" ]; } || return 0
+  [ -n "$_ss_state" ] || _ss_findstate 1
+  [ -n "$_ss_state" ] || return 0
+  # The state dir may be on another filesystem than the scratch dir: a new
+  # state is written beside the old one and renamed over it, so a reader
+  # never sees half of one.
+  _ss_new="$_ss_state.$$"
   # No state yet (a first sync): the facts are all it would hold, so they
   # become it as they are (no awk to fork: a reader takes a key's last
   # fact, as the merge below keeps it).
   if [ ! -e "$_ss_state" ] && [ ! -L "$_ss_state" ]; then
-    [ ! -s "$_ss_S/F" ] || mv -f "$_ss_S/F" "$_ss_state" 2>/dev/null
+    [ ! -s "$_ss_S/F" ] || { mv -f "$_ss_S/F" "$_ss_new" && mv -f "$_ss_new" "$_ss_state"; } 2>/dev/null \
+      || rm -f "$_ss_new"
     return 0
   fi
   # The kept lists as one file: a cat only where there are several.
@@ -542,8 +549,8 @@ _ss_savestate() {
         if (!(k in new) && !(k in gone) && ++left <= 1000000) print l
       }
       for (i = 1; i <= c; i++) print new[n[i]]
-    }' >"$_ss_S/state" 2>/dev/null \
-    && mv -f "$_ss_S/state" "$_ss_state" 2>/dev/null
+    }' >"$_ss_new" 2>/dev/null \
+    && mv -f "$_ss_new" "$_ss_state" 2>/dev/null || rm -f "$_ss_new"
   return 0
 }
 # The report program's caps line: the codecs, and whether it records. It
@@ -552,7 +559,7 @@ _ss_savestate() {
 _ss_reported() {
   _ss_c=$(_ss_caps); [ "$_ss_rec" = 0 ] || _ss_c="$_ss_c record"
   printf '%s caps%s\n' "$_ss_TAG" "$_ss_c"
-  _ss_keepS=1
+  _ss_handon
 }
 # Reports the caps line (the codecs when $1 is 1; "stream" where GNU tar
 # stops at the end marker by itself, so the host may send while it walks;

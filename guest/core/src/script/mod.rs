@@ -129,7 +129,7 @@ fn constants() -> String {
     }
     let _ = writeln!(s, "_ss_TAG={TAG}");
     let _ = writeln!(s, "_ss_reserved={}", crate::SCRATCH_PREFIX);
-    let _ = writeln!(s, "_ss_statefile={}", crate::STATE_FILE);
+    let _ = writeln!(s, "_ss_oldstate={}", crate::LEGACY_STATE_FILE);
     s
 }
 
@@ -138,6 +138,7 @@ fn preamble(root: &str, timeout_ms: u64, scratch: &str) -> Result<String, Error>
     let mut s = String::with_capacity(LIBRARY.len() + 1024);
     s.push_str(&constants());
     let _ = writeln!(s, "_ss_rootarg={}", sh_quote(root)?);
+    let _ = writeln!(s, "_ss_statekey={}", crate::state_key(root));
     let _ = writeln!(s, "_ss_scratch={scratch}");
     let _ = writeln!(s, "_ss_deadline={}", deadline(timeout_ms));
     s.push_str(LIBRARY);

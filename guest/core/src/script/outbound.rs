@@ -208,7 +208,7 @@ impl OutboundScript {
         }
         s.push_str(KEEP_DETECT);
         s.push_str(&self.listing);
-        s.push_str("_ss_keepS=1\n");
+        s.push_str("_ss_handon\n");
         Ok(Some(s))
     }
 
