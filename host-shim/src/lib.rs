@@ -35,6 +35,7 @@ pub mod error;
 pub mod exec;
 pub mod fs;
 mod host;
+pub mod private_dir;
 pub mod provider;
 pub mod records;
 pub mod request;

@@ -1,6 +1,9 @@
 //! Where the component's records between calls live on the host (WIT
-//! `sync-state`): one file per key in a private directory, written whole
-//! and renamed into place, so a record is the last one stored or none.
+//! `sync-state`): one file per key in a private directory (see
+//! [`crate::private_dir`]), written whole and renamed into place, so a
+//! record is the last one stored or none. Each is sealed with the
+//! directory's key, bound to its key: a record nobody holding the key
+//! wrote, or one moved to another key's file, reads as none.
 //!
 //! The records are an incremental sync-out's account of what it landed in
 //! a host target. Losing one only makes the next sync send more, so the
@@ -9,10 +12,11 @@
 //! keep the last one written.
 
 use std::io::{self, Write as _};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
+
+use crate::private_dir::{PrivateDir, Untrusted, SEAL_BYTES};
 
 /// The largest record kept: about a million files' worth.
 pub const MAX_RECORD_BYTES: u64 = 64 << 20;
@@ -23,46 +27,59 @@ const MAX_RECORDS: usize = 4096;
 /// A directory of records.
 #[derive(Debug, Clone)]
 pub struct RecordStore {
-    dir: PathBuf,
+    dir: PrivateDir,
 }
 
 impl RecordStore {
-    /// The store in `dir`, created `0700` if needed.
+    /// The store in `dir` (see [`PrivateDir::open`]).
     ///
     /// # Errors
-    /// When the directory cannot be created or made private.
-    pub fn open(dir: &Path) -> io::Result<Self> {
-        std::fs::create_dir_all(dir)?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    /// When another user could have written the directory, or it cannot
+    /// be made.
+    pub fn open(dir: &Path) -> Result<Self, Untrusted> {
         Ok(RecordStore {
-            dir: dir.to_owned(),
+            dir: PrivateDir::open(dir)?,
         })
     }
 
     /// The store beside the compile cache (`$SANDBOX_SYNC_CACHE_DIR`,
     /// `$XDG_CACHE_HOME/sandbox-sync` or `~/.cache/sandbox-sync`), in
-    /// `records/`; none without any of those.
+    /// `records/`; none without any of those, or where it is not private.
     pub fn default_location() -> Option<Self> {
-        let base = crate::runtime::cache_dir()?;
-        Self::open(&base.join("records")).ok()
+        let base = crate::private_dir::cache_dir()?;
+        Self::open(&base.path().join("records")).ok()
     }
 
     /// The file holding `key`: keys are the component's (host paths among
     /// them), so they are hashed, never used as names.
     fn path(&self, key: &str) -> PathBuf {
-        self.dir
-            .join(format!("{:x}.rec", Sha256::digest(key.as_bytes())))
+        self.dir.path().join(format!("{}.rec", Self::name(key)))
     }
 
-    /// The record under `key`, if any (one larger than
+    fn name(key: &str) -> String {
+        format!("{:x}", Sha256::digest(key.as_bytes()))
+    }
+
+    /// What a record's seal names: its key, so it reads as none under
+    /// another's.
+    fn label(key: &str) -> String {
+        format!("record {}", Self::name(key))
+    }
+
+    /// The record under `key`, if any and sealed for it (one larger than
     /// [`MAX_RECORD_BYTES`] counts as none).
     pub fn load(&self, key: &str) -> Option<Vec<u8>> {
         let path = self.path(key);
         let len = std::fs::metadata(&path).ok()?.len();
-        if len > MAX_RECORD_BYTES {
+        if len > MAX_RECORD_BYTES + SEAL_BYTES as u64 {
             return None;
         }
-        std::fs::read(path).ok()
+        let file = std::fs::read(&path).ok()?;
+        let value = self.dir.unseal(&Self::label(key), &file);
+        if value.is_none() {
+            tracing::warn!("the record {} has no valid seal: ignored", path.display());
+        }
+        value.map(<[u8]>::to_vec)
     }
 
     /// Replaces the record under `key`.
@@ -80,8 +97,8 @@ impl RecordStore {
             ));
         }
         let written = (|| -> io::Result<()> {
-            let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)?;
-            tmp.write_all(value)?;
+            let mut tmp = tempfile::NamedTempFile::new_in(self.dir.path())?;
+            tmp.write_all(&self.dir.sealed(&Self::label(key), value))?;
             tmp.persist(&path).map_err(|e| e.error)?;
             Ok(())
         })();
@@ -95,7 +112,7 @@ impl RecordStore {
 
     /// Removes the oldest records beyond [`MAX_RECORDS`].
     fn prune(&self) {
-        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+        let Ok(entries) = std::fs::read_dir(self.dir.path()) else {
             return;
         };
         let mut records: Vec<(std::time::SystemTime, PathBuf)> = entries
@@ -116,6 +133,7 @@ impl RecordStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     #[test]
     fn records_round_trip_and_stay_private() {
@@ -132,10 +150,25 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700);
+        // A record moved to another key's file, or written without the
+        // key, reads as none.
+        let a = dir
+            .path()
+            .join(format!("r/{}.rec", RecordStore::name("out:/a")));
+        let b = dir
+            .path()
+            .join(format!("r/{}.rec", RecordStore::name("out:/b")));
+        std::fs::copy(&a, &b).unwrap();
+        assert_eq!(store.load("out:/b"), None);
+        std::fs::write(&a, b"forged, no seal at all, more than thirty-two bytes").unwrap();
+        assert_eq!(store.load("out:/a"), None);
         // Keys never become names.
         for e in std::fs::read_dir(dir.path().join("r")).unwrap() {
             let name = e.unwrap().file_name().into_string().unwrap();
-            assert!(name.ends_with(".rec") && !name.contains('/'), "{name}");
+            assert!(
+                name == "key" || name.ends_with(".rec") && !name.contains('/'),
+                "{name}"
+            );
         }
     }
 

@@ -223,25 +223,38 @@ fn check_compatible(info: &ProviderInfo) -> Result<(), LoadError> {
 }
 
 /// Compiles `bytes`, reusing a precompiled artifact from the cache directory.
+///
+/// An artifact is native code, which `Component::deserialize` trusts as
+/// it is (wasmtime checks only that an engine like this one made it), so
+/// one is loaded only from a directory nobody else could write and only
+/// with the seal this user's key gives it; anything else is compiled anew.
 fn compile_cached(engine: &Engine, bytes: &[u8]) -> Result<Component, LoadError> {
-    let Some(dir) = cache_dir() else {
+    let Some(dir) = crate::private_dir::cache_dir() else {
         return Component::new(engine, bytes).map_err(wasm_err);
     };
     let mut h = DefaultHasher::new();
     engine.precompile_compatibility_hash().hash(&mut h);
     let key = format!("{:x}-{:016x}", Sha256::digest(bytes), h.finish());
-    let path = dir.join(format!("{key}.cwasm"));
-    if path.exists() {
-        // SAFETY: the file was written by `precompile_component` of an engine
-        // with the same compatibility hash into our private (0700) cache dir.
-        if let Ok(c) = unsafe { Component::deserialize_file(engine, &path) } {
-            return Ok(c);
+    let path = dir.path().join(format!("{key}.cwasm"));
+    // The seal names the artifact's key: another component's artifact,
+    // sealed as well, does not pass for this one's.
+    let label = format!("cwasm {key}");
+    if let Ok(file) = std::fs::read(&path) {
+        if let Some(artifact) = dir.unseal(&label, &file) {
+            // SAFETY: sealed with this user's key, which only a host run as
+            // this user reads: written by `precompile_component` of an
+            // engine with the same compatibility hash (in its name).
+            if let Ok(c) = unsafe { Component::deserialize(engine, artifact) } {
+                return Ok(c);
+            }
+        } else {
+            tracing::warn!("{} has no valid seal: compiling anew", path.display());
         }
     }
     let artifact = engine.precompile_component(bytes).map_err(wasm_err)?;
     let stored = (|| -> std::io::Result<()> {
-        let mut tmp = tempfile::NamedTempFile::new_in(&dir)?;
-        std::io::Write::write_all(&mut tmp, &artifact)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(dir.path())?;
+        std::io::Write::write_all(&mut tmp, &dir.sealed(&label, &artifact))?;
         tmp.persist(&path).map_err(|e| e.error)?;
         Ok(())
     })();
@@ -250,21 +263,6 @@ fn compile_cached(engine: &Engine, bytes: &[u8]) -> Result<Component, LoadError>
     }
     // SAFETY: `artifact` was just produced by `precompile_component` on this engine.
     unsafe { Component::deserialize(engine, &artifact) }.map_err(wasm_err)
-}
-
-pub(crate) fn cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("SANDBOX_SYNC_CACHE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("sandbox-sync"))
-        })
-        .or_else(|| {
-            std::env::var_os("HOME").map(|d| PathBuf::from(d).join(".cache/sandbox-sync"))
-        })?;
-    std::fs::create_dir_all(&base).ok()?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700)).ok()?;
-    Some(base)
 }
 
 /// Advances the engine's epoch so long-running guest code yields.

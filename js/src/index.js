@@ -5,8 +5,8 @@
 // Each provider runs in worker threads (one call at a time per worker, a
 // worker per concurrent call), with every import implemented in ./worker.
 
-import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +14,7 @@ import { ProviderWorker } from './bridge.js';
 import { isLocalExec } from './local-exec.js';
 import { DEFAULTS, SandboxSyncError, grantsFor, removeCreated, toRequest, toResult } from './request.js';
 import { MSG } from './protocol.js';
+import { privateDir, seal } from './private-dir.js';
 import { removeScratch } from './scratch.js';
 
 export { SandboxSyncError };
@@ -36,40 +37,59 @@ const EXEC_GRACE_MS = 900;
 /** Idle workers kept per provider. */
 const IDLE_WORKERS = 2;
 
-/**
- * Where transpilations are cached: a private (0700) directory of ours, as
- * the Rust host keeps its compiled components. A shared temp dir would let
- * another local user plant the JS we import.
- */
-function cacheDir() {
-  const base =
+/** The cache directory the environment names, as the Rust host reads it; null without one. */
+function cacheBase() {
+  return (
     process.env.SANDBOX_SYNC_CACHE_DIR ??
     (process.env.XDG_CACHE_HOME && join(process.env.XDG_CACHE_HOME, 'sandbox-sync')) ??
-    (process.env.HOME && join(process.env.HOME, '.cache', 'sandbox-sync'));
-  if (!base) return null;
-  const dir = join(base, 'jco');
-  mkdirSync(dir, { recursive: true, mode: 0o700 });
-  const st = lstatSync(base);
-  if (!st.isDirectory() || st.uid !== process.getuid()) return null;
-  chmodSync(base, 0o700);
-  return dir;
+    (process.env.HOME && join(process.env.HOME, '.cache', 'sandbox-sync')) ??
+    null
+  );
 }
 
 /**
- * Where incremental sync-out keeps its account of what it landed (a
- * private directory beside the transpilations, shared with the Rust host's
- * records); none without a cache directory.
+ * Where transpilations are cached: a directory only this user could have
+ * written, with its key (see private-dir.js); null where there is none.
+ */
+function cacheDir() {
+  const base = cacheBase();
+  return base && privateDir(join(base, 'jco'));
+}
+
+/**
+ * Where incremental sync-out keeps its account of what it landed (shared
+ * with the Rust host's records, sealed the same way): `{dir, key}`, or
+ * null without a private cache directory.
  */
 function recordsDir() {
-  const jco = cacheDir();
-  if (!jco) return null;
-  const dir = join(jco, '..', 'records');
+  const base = cacheBase();
+  const d = base && privateDir(join(base, 'records'));
+  return d && { dir: d.path, key: d.key };
+}
+
+/** What a transpilation's seal names: its files and their digests. */
+function manifest(dir) {
+  const lines = [];
+  const walk = (rel) => {
+    for (const name of readdirSync(join(dir, rel)).sort()) {
+      const r = rel ? `${rel}/${name}` : name;
+      if (r === 'SEAL') continue;
+      const st = lstatSync(join(dir, r));
+      if (st.isDirectory()) walk(r);
+      else lines.push(`${r}\0${st.isFile() ? createHash('sha256').update(readFileSync(join(dir, r))).digest('hex') : 'not a file'}`);
+    }
+  };
+  walk('');
+  return lines.join('\n');
+}
+
+/** Whether `dir` holds exactly the transpilation its SEAL was written for. */
+function sealedTranspilation(cache, dir) {
   try {
-    mkdirSync(dir, { recursive: true, mode: 0o700 });
-    chmodSync(dir, 0o700);
-    return dir;
+    const stored = readFileSync(join(dir, 'SEAL'));
+    return timingSafeEqual(stored, seal(cache.key, 'jco', manifest(dir)));
   } catch {
-    return null;
+    return false;
   }
 }
 
@@ -95,8 +115,14 @@ async function transpiled(file) {
   const bytes = readFileSync(file);
   const key = createHash('sha256').update(bytes).digest('hex').slice(0, 32);
   const cache = cacheDir();
-  const dir = cache ? join(cache, key) : mkdtempSync(join(tmpdir(), 'sandbox-sync-jco-'));
-  if (cache && existsSync(join(dir, 'provider.js'))) return dir;
+  const dir = cache ? join(cache.path, key) : mkdtempSync(join(tmpdir(), 'sandbox-sync-jco-'));
+  // The JS a worker imports: only a transpilation sealed with this user's
+  // key; any other is made anew.
+  if (cache && existsSync(dir)) {
+    if (sealedTranspilation(cache, dir)) return dir;
+    console.warn(`sandbox-sync: ${dir} has no valid seal: transpiling anew`);
+    rmSync(dir, { recursive: true, force: true });
+  }
   const { transpile } = await importJco();
   const { files } = await transpile(bytes, { name: 'provider', instantiation: { tag: 'sync' }, noTypescript: true });
   const tmp = cache ? mkdtempSync(`${dir}.`) : dir;
@@ -105,6 +131,7 @@ async function transpiled(file) {
     writeFileSync(join(tmp, name), data);
   }
   if (tmp === dir) return dir;
+  writeFileSync(join(tmp, 'SEAL'), seal(cache.key, 'jco', manifest(tmp)), { mode: 0o600 });
   try {
     renameSync(tmp, dir);
   } catch {

@@ -1,24 +1,31 @@
 // sync-state (wit/provider.wit) for the worker: the component's records
 // between calls, one file per key in a private directory, exactly as the
 // Rust host keeps them (src/records.rs there), so either host reads the
-// other's. Losing a record only makes the next sync send more: writes are
-// whole-file renames, failures are reported to the component and dropped.
+// other's: each sealed with the directory's key for its own key
+// (private-dir.js), so a forged or moved record reads as none. Losing a
+// record only makes the next sync send more: writes are whole-file
+// renames, failures are reported to the component and dropped.
 
 import { createHash, randomBytes } from 'node:crypto';
 import { fsyncSync, openSync, readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 
 import { closeFd } from '../beneath.js';
+import { SEAL_BYTES, sealed, unseal } from '../private-dir.js';
 
 /** The largest record kept (as the Rust host). */
 export const MAX_RECORD_BYTES = 64n << 20n;
 /** Records kept before the oldest go. */
 const MAX_RECORDS = 4096;
 
-const file = (dir, key) => join(dir, `${createHash('sha256').update(key).digest('hex')}.rec`);
+const name = (key) => createHash('sha256').update(key).digest('hex');
+const file = (dir, key) => join(dir, `${name(key)}.rec`);
+/** What a record's seal names: its key. */
+const label = (key) => `record ${name(key)}`;
 
-/** The record store in `dir` (made private by the main thread), or none. */
-export function recordStore(dir) {
+/** The record store in `records.dir` with its seal key (checked private by the main thread), or none. */
+export function recordStore(records) {
+  const { dir, key: sealKey } = records ?? {};
   if (!dir) {
     return {
       load: () => undefined,
@@ -32,8 +39,9 @@ export function recordStore(dir) {
     load(key) {
       try {
         const p = file(dir, key);
-        if (BigInt(statSync(p).size) > MAX_RECORD_BYTES) return undefined;
-        return new Uint8Array(readFileSync(p));
+        if (BigInt(statSync(p).size) > MAX_RECORD_BYTES + BigInt(SEAL_BYTES)) return undefined;
+        const value = unseal(sealKey, label(key), readFileSync(p));
+        return value && new Uint8Array(value);
       } catch {
         return undefined;
       }
@@ -52,7 +60,8 @@ export function recordStore(dir) {
       try {
         const fd = openSync(tmp, 'wx', 0o600);
         try {
-          for (let off = 0; off < value.length; ) off += writeSync(fd, value, off, value.length - off);
+          const bytes = sealed(sealKey, label(key), value);
+          for (let off = 0; off < bytes.length; ) off += writeSync(fd, bytes, off, bytes.length - off);
           fsyncSync(fd);
         } finally {
           closeFd(fd);
