@@ -8,7 +8,8 @@
 //! edits are the ones real tools make and metadata hides: same-size
 //! rewrites with the mtime put back (to the nanosecond), npm's fixed
 //! 1985 mtime, touch, chmod to the same mode, renames, deletes, a file
-//! replaced by a directory or a link, hard links; in the sandbox a chmod,
+//! replaced by a directory or a link, hard links, links that leave the
+//! tree (created, or in a file's place); in the sandbox a chmod,
 //! a link, a touch, a same-size edit, a post-upload `chmod -R`, and a
 //! sync-out of the very paths a sync-in landed.
 //!
@@ -71,7 +72,7 @@ impl Model<'_> {
     fn edit(&mut self, root: &Path, sandbox: bool) {
         let name = self.rng.pick(NAMES);
         let p = root.join(name);
-        let kind = self.rng.below(11);
+        let kind = self.rng.below(13);
         let meta = std::fs::symlink_metadata(&p).ok();
         let file = meta.as_ref().is_some_and(|m| m.is_file());
         let what = match kind {
@@ -123,6 +124,26 @@ impl Model<'_> {
                 symlink("a.txt", &p).unwrap();
                 self.own(&p, sandbox);
                 "file to symlink"
+            }
+            // What agents leave (issue 46): a venv's interpreter, a link
+            // out of the tree; a sync-out leaves them out, a sync-in
+            // carries them as links.
+            11 if meta.is_none() => {
+                if let Some(parent) = p.parent() {
+                    if std::fs::create_dir_all(parent).is_err() {
+                        return;
+                    }
+                    self.own(parent, sandbox);
+                }
+                symlink("/usr/bin/python3", &p).unwrap();
+                self.own(&p, sandbox);
+                "create an escaping link"
+            }
+            12 if file => {
+                remove(&p);
+                symlink("../../../outside", &p).unwrap();
+                self.own(&p, sandbox);
+                "replace a file by an escaping link"
             }
             9 if file => {
                 let to = root.join(self.rng.pick(NAMES));
