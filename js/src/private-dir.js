@@ -9,8 +9,9 @@
 // file) or plant the JS a worker imports.
 
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
-import { chmodSync, closeSync, constants, fstatSync, linkSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { chmodSync, constants, fstatSync, linkSync, lstatSync, mkdirSync, openSync, readSync, realpathSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { dirname, isAbsolute, join } from 'node:path';
+import { closeFd } from './beneath.js';
 
 const KEY_FILE = 'key';
 const KEY_BYTES = 32;
@@ -77,7 +78,7 @@ function loadOrMakeKey(dir, me) {
       try {
         writeSync(w, key);
       } finally {
-        closeSync(w);
+        closeFd(w);
       }
       try {
         // A link never replaces: two makers settle on the first.
@@ -100,7 +101,7 @@ function loadOrMakeKey(dir, me) {
       if (n !== KEY_BYTES) throw new NotPrivate('its key has the wrong length');
       return key.subarray(0, KEY_BYTES);
     } finally {
-      closeSync(fd);
+      closeFd(fd);
     }
   }
   throw new NotPrivate('its key keeps changing');

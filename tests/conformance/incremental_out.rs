@@ -6,7 +6,7 @@
 //! its members as arguments.
 
 use std::os::unix::fs::{symlink, MetadataExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use sandbox_sync_tests::*;
@@ -513,7 +513,54 @@ fn an_unreadable_directory_fails_the_resync_as_it_fails_a_full_sync(u: Env) {
     }
 }
 
+/// Issue 48: a killed sync-out's staging (a reserved name at the target's
+/// top, full of sandbox bytes) does not make an incremental re-sync judge
+/// the target unchanged: the target is replaced whole, and the leftover
+/// goes with the old tree.
+fn a_killed_syncs_staging_goes_with_the_next_resync(u: Env) {
+    let (sb, target, _) = recorded(u);
+    let stale = target.join(".paperclip-upload-00000000deadbeef");
+    std::fs::create_dir_all(stale.join("a")).unwrap();
+    std::fs::write(stale.join("a/f01.txt"), vec![b'x'; 526_848]).unwrap();
+    sync(&sb, &target, true);
+    assert!(!stale.exists(), "the stale staging survived");
+    assert_same_tree(&full(&sb), &target);
+}
+
+/// Issue 48: a name that is not UTF-8 in the host target (at the top,
+/// below, or as a link target) fails no incremental sync-out: the mapping
+/// keeps nothing and lands what a full sync lands.
+fn a_name_that_is_not_utf8_in_the_target_is_replaced(u: Env) {
+    use std::os::unix::ffi::OsStrExt;
+    let odd = std::ffi::OsStr::from_bytes(b"odd-\xff\xfe");
+    for at in [target_top as fn(&Path) -> PathBuf, target_sub, target_link] {
+        let (sb, target, _) = recorded(u);
+        at(&target.join(odd));
+        sync(&sb, &target, true);
+        assert_same_tree(&full(&sb), &target);
+    }
+}
+
+fn target_top(p: &Path) -> PathBuf {
+    std::fs::write(p, b"host only").unwrap();
+    p.to_path_buf()
+}
+
+fn target_sub(p: &Path) -> PathBuf {
+    let below = p.parent().unwrap().join("a").join(p.file_name().unwrap());
+    std::fs::write(&below, b"host only").unwrap();
+    below
+}
+
+fn target_link(p: &Path) -> PathBuf {
+    let l = p.parent().unwrap().join("link-to-odd");
+    symlink(p.file_name().unwrap(), &l).unwrap();
+    l
+}
+
 for_each_userland!(
+    a_killed_syncs_staging_goes_with_the_next_resync,
+    a_name_that_is_not_utf8_in_the_target_is_replaced,
     an_unchanged_target_is_left_untouched,
     a_big_listing_keeps_as_well,
     fixed_mtimes_in_the_sandbox_never_hide_new_bytes,

@@ -333,7 +333,10 @@ fn held(
 /// another filesystem. With `listed` it keeps only the files at paths it
 /// names and stops taking stock past [`stock_bound`] (it always answers);
 /// without, it keeps every file and gives up (`None`) past
-/// [`PREWALK_MAX`] entries.
+/// [`PREWALK_MAX`] entries. A directory holding a name (or a link target)
+/// the host cannot hand over as UTF-8 ends the walk with `None` too: the
+/// mapping keeps nothing, and its whole tree is sent and swapped in, as a
+/// full sync does, rather than the sync failing.
 fn walk(
     grant: &GrantedDir,
     target: &str,
@@ -350,9 +353,11 @@ fn walk(
     let mut files = Vec::new();
     let mut stack = vec![String::new()];
     while let Some(dir) = stack.pop() {
-        let entries = grant
-            .read_dir_change(&dir)
-            .map_err(|e| fs("list", &format!("{target}/{dir}"), e))?;
+        let entries = match grant.read_dir_change(&dir) {
+            Ok(entries) => entries,
+            Err(FsError::InvalidName(_)) => return Ok(None),
+            Err(e) => return Err(fs("list", &format!("{target}/{dir}"), e)),
+        };
         seen = seen.saturating_add(entries.len());
         if seen >= bound {
             if listed.is_none() {
@@ -362,6 +367,13 @@ fn walk(
         }
         for e in entries {
             if is_scratch(&dir, &e.name) {
+                // Never the target's and never kept; but a target holding
+                // scratch (a killed call's staging) is not the tree over
+                // again, so it is replaced whole and the scratch goes with
+                // the old tree.
+                if let Some(h) = all.as_mut() {
+                    h.others += 1;
+                }
                 continue;
             }
             let path = child(&dir, &e.name);

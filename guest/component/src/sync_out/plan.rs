@@ -166,11 +166,15 @@ fn holds_big_file(parent: &GrantedDir, base: &str, shown: &str) -> Result<bool, 
     }
 }
 
-/// Whether a target holds anything a re-sync could keep (not scratch).
+/// Whether a target holds anything a re-sync could keep (not scratch). A
+/// name the host cannot hand over as UTF-8 is something: the walk then
+/// keeps nothing (see `keep::walk`), but the sync goes on.
 fn holds_files(target: &GrantedDir, shown: &str) -> Result<bool, SyncError> {
-    Ok(target
-        .read_dir("")
-        .map_err(|e| fs("list", shown, e))?
-        .iter()
-        .any(|e| !e.name.starts_with(sandbox_sync_core::SCRATCH_PREFIX)))
+    match target.read_dir("") {
+        Ok(entries) => Ok(entries
+            .iter()
+            .any(|e| !e.name.starts_with(sandbox_sync_core::SCRATCH_PREFIX))),
+        Err(FsError::InvalidName(_)) => Ok(true),
+        Err(e) => Err(fs("list", shown, e)),
+    }
 }
