@@ -6,6 +6,17 @@ _ss_die() { printf 'sandbox-sync: %s\n' "$2" >&2; exit "$1"; }
 # line on stderr, which the component hands on to the host for the
 # call's result (README, "What the sandbox needs").
 _ss_off() { printf '%s off %s %s\n' "$_ss_TAG" "$1" "$2" >&2; }
+# Writes $1 zero bytes (tar padding, an empty archive) with the shell's
+# own printf: no /dev/zero (a pod root whose /dev is empty has none) and
+# no fork.
+_ss_zeros() {
+  _ss_zn=$1
+  while [ "$_ss_zn" -ge 64 ]; do
+    printf '\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0'
+    _ss_zn=$((_ss_zn - 64))
+  done
+  while [ "$_ss_zn" -gt 0 ]; do printf '\0'; _ss_zn=$((_ss_zn - 1)); done
+}
 # The tools of "$@" the sandbox lacks, space-separated.
 _ss_lacks() {
   _ss_m=

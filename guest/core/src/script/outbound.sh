@@ -125,7 +125,7 @@ _ss_oframe() {
   _ss_n=$(wc -c <"$_ss_f") || _ss_die "$_ss_E_EXTRACT" 'cannot read the listing'
   _ss_n=$((_ss_n))
   _ss_mark "$_ss_how $1 $_ss_n ${_ss_probed:--}"
-  { cat "$_ss_f" && head -c $(((512 - _ss_n % 512) % 512)) /dev/zero; } \
+  { cat "$_ss_f" && _ss_zeros $(((512 - _ss_n % 512) % 512)); } \
     || _ss_die "$_ss_E_EXTRACT" 'cannot send the listing'
   rm -f "$_ss_S/Z"
 }
@@ -151,7 +151,7 @@ _ss_okeep() {
 }
 _ss_ofile() {
   # The host keeps its copy: an empty archive.
-  if [ -n "$_ss_kf" ] && [ -s "$_ss_S/k$_ss_kf" ]; then head -c 1024 /dev/zero; return; fi
+  if [ -n "$_ss_kf" ] && [ -s "$_ss_S/k$_ss_kf" ]; then _ss_zeros 1024; return; fi
   [ -e "$1" ] || [ -L "$1" ] || _ss_die "$_ss_E_MISSING" "source $1 does not exist"
   _ss_check "$1"
   exec 7<"$_ss_r" || _ss_die "$_ss_E_NOTREG" "REPLACED: cannot open $1"
@@ -200,7 +200,7 @@ _ss_odir() {
       set -- "$@" "$_ss_e"; _ss_k=$((_ss_k + 1))
     done
     exec 8<&- 9<&-
-    if [ "$_ss_k" -eq 0 ]; then exec head -c 1024 /dev/zero; fi
+    if [ "$_ss_k" -eq 0 ]; then _ss_zeros 1024; exit 0; fi
     LC_ALL=C exec tar -c -f - "$@"
   ) || _ss_die "$_ss_E_EXTRACT" "archiving $_ss_src failed"
   exec 8<&-
@@ -221,7 +221,7 @@ _ss_onamed() {
       !($0 in k) { print substr($0, 3) }' "$_ss_S/a$_ss_kf" >"$_ss_mf.p" && mv -f "$_ss_mf.p" "$_ss_mf" \
       || exit "$_ss_E_EXTRACT"
   fi
-  [ -s "$_ss_mf" ] || exec head -c 1024 /dev/zero
+  [ -s "$_ss_mf" ] || { _ss_zeros 1024; exit 0; }
   tr '\n' '\000' <"$_ss_mf" | LC_ALL=C xargs -0 -s 1800000 tar -c -f - --no-recursion --
   exit
 }
