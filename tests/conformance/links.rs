@@ -215,12 +215,22 @@ fn nothing_of_ours_in_the_remote_dir(u: Env) {
     sb.sync_out(&[op("o", vec![dir_out(sb.remote("ws"), &back)])])
         .expect("sync-out");
     assert_eq!(remote_top(&sb), want);
+    // A small file written just now (sent with no token: too new to
+    // record) and a command that fails: the failure's stderr holds the
+    // command's words only, no noise of ours.
+    let small = sb.write_host("small.txt", b"new");
     let failing = [SyncOperation {
-        post_upload_commands: Some(vec![cmd("exit 3", None)]),
-        ..op("o", vec![dir(&src, sb.remote("ws"))])
+        post_upload_commands: Some(vec![cmd("echo boom >&2; exit 3", None)]),
+        ..op(
+            "o",
+            vec![dir(&src, sb.remote("ws")), file(&small, sb.remote("small.txt"))],
+        )
     }];
-    sb.sync_in(&failing).expect_err("the command fails");
-    assert_eq!(remote_top(&sb), want);
+    let err = sb.sync_in(&failing).expect_err("the command fails");
+    let stderr = err.error.command.map(|c| c.stderr).unwrap_or_default();
+    assert!(stderr.contains("boom"), "{stderr:?}");
+    assert!(!stderr.contains("cannot open"), "{stderr:?}");
+    assert_eq!(remote_top(&sb), ["big.bin", "cmd.out", "small.txt", "ws"]);
     assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
 }
 

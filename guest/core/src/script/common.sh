@@ -187,7 +187,7 @@ done
     case $_ss_o in "$_ss_reserved"-*/* | "$_ss_scratch" | "$_ss_scratch".*) continue ;; "$_ss_oldstate" | "$_ss_oldstate".*) rm -f "$_ss_root/$_ss_o"; continue ;; "$_ss_reserved"-*) ;; *) continue ;; esac
     _ss_id=${_ss_o#"$_ss_reserved"-}
     _ss_p=; _ss_pns=
-    read -r _ss_p _ss_pns <"$_ss_root/$_ss_reserved-${_ss_id%%.*}/pid" 2>/dev/null || :
+    read -r _ss_p _ss_pns 2>/dev/null <"$_ss_root/$_ss_reserved-${_ss_id%%.*}/pid" || :
     case $_ss_p in '' | *[!0-9]*) _ss_p= ;; esac
     # A pid of this namespace that runs keeps it, whatever its age.
     [ -z "$_ss_p" ] || [ ! -d "/proc/$_ss_p" ] || continue
@@ -246,7 +246,7 @@ _ss_expire() {
   kill -USR1 "$1" 2>/dev/null
   read -r _ss_me _ss_x </proc/self/stat 2>/dev/null || _ss_me=
   for _ss_k in /proc/[0-9]*/stat; do
-    read -r _ss_l <"$_ss_k" 2>/dev/null || continue
+    read -r _ss_l 2>/dev/null <"$_ss_k" || continue
     _ss_l=${_ss_l##*) }; _ss_l=${_ss_l#* }
     _ss_p=${_ss_k#/proc/}; _ss_p=${_ss_p%/stat}
     [ "${_ss_l%% *}" = "$1" ] && [ "$_ss_p" != "$_ss_me" ] && kill -TERM "$_ss_p" 2>/dev/null

@@ -251,7 +251,7 @@ _ss_listf() {
     && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
     { TZ=UTC0 stat -c 'f %d %i %s %z ./f' "$_ss_r" 2>/dev/null || return 0; } \
       | _ss_join "$_ss_S/JF$1" "$_ss_S/IF$1" "$_ss_S/N" "$_ss_S/AF$1" || return 0
-    _ss_t=; read -r _ss_t _ss_x <"$_ss_S/JF$1" 2>/dev/null
+    _ss_t=; read -r _ss_t _ss_x 2>/dev/null <"$_ss_S/JF$1"
     [ -z "$_ss_t" ] || printf '%s file %s %s\n' "$_ss_TAG" "$1" "$_ss_t"
   fi
   return 0
@@ -291,7 +291,7 @@ _ss_keep() {
 # sync did to the path, it ends up as a full sync would leave it.
 _ss_keepf() {
   [ -e "/proc/self/fd/9/kf$1" ] || return 0
-  _ss_w=; read -r _ss_w <"$_ss_S/IF$1" 2>/dev/null
+  _ss_w=; read -r _ss_w 2>/dev/null <"$_ss_S/IF$1"
   _ss_check "$2"
   _ss_l=$(TZ=UTC0 stat -c '%d %i %s %z ./f' "$_ss_r" 2>/dev/null)
   [ -n "$_ss_w" ] && [ "$_ss_l" = "$_ss_w" ] || _ss_die "$_ss_E_EXTRACT" "the unchanged file $2 changed during the sync"
@@ -465,9 +465,9 @@ _ss_facts() {
       f*)
         _ss_t=
         if [ -e "/proc/self/fd/9/k$_ss_k" ]; then
-          read -r _ss_t _ss_x <"$_ss_S/JF${_ss_k#f}" 2>/dev/null
+          read -r _ss_t _ss_x 2>/dev/null <"$_ss_S/JF${_ss_k#f}"
         else
-          read -r _ss_t _ss_x <"/proc/self/fd/9/t$_ss_k" 2>/dev/null
+          read -r _ss_t _ss_x 2>/dev/null <"/proc/self/fd/9/t$_ss_k"
         fi
         [ -n "$_ss_t" ] || continue
         _ss_l=$(TZ=UTC0 stat -c '%d %i %s %z' "$_ss_pf" "$_ss_r" 2>/dev/null) || continue
