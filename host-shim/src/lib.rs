@@ -41,6 +41,7 @@ pub mod records;
 pub mod request;
 pub mod runtime;
 mod state;
+pub mod target_lock;
 pub mod worker;
 
 pub use error::SyncError;

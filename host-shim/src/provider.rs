@@ -303,9 +303,18 @@ impl Runtime {
                 ),
             )));
         }
-        let grants = grant_all(dir, ops, opts, created).map_err(fail)?;
         let started = tokio::time::Instant::now();
         let timeout = opts.timeout.min(crate::exec::MAX_TIMEOUT);
+        // Held for the whole call (see target_lock).
+        let (grants, _locks) = match dir {
+            Direction::In => (grant_all(dir, ops, opts, created).map_err(fail)?, None),
+            Direction::Out => {
+                let (g, l) = grant_locked(ops, opts, created, started + timeout)
+                    .await
+                    .map_err(fail)?;
+                (g, Some(l))
+            }
+        };
         let policy = opts.compress.policy(backend.as_ref());
         let remote = !backend.is_local();
         let state = ShimState::new(backend, opts.guest_memory_bytes)
@@ -456,6 +465,60 @@ impl Runtime {
                 })
             }
         }
+    }
+}
+
+/// The sync-out grants, once every directory target is this call's alone
+/// (see [`crate::target_lock`]): each grant names the very directory
+/// locked. Waits for other calls up to `deadline`.
+async fn grant_locked(
+    ops: &[SyncOperation],
+    opts: &SyncOptions,
+    created: &mut Vec<PathBuf>,
+    deadline: tokio::time::Instant,
+) -> Result<(Vec<GrantedDir>, crate::target_lock::TargetLocks), SyncError> {
+    use crate::target_lock::{pause, try_lock_all, Tried};
+    let mappings: Vec<&crate::request::FileMapping> =
+        ops.iter().flat_map(|o| o.files.iter()).collect();
+    let targets: Vec<PathBuf> = mappings
+        .iter()
+        .filter(|m| m.kind == MappingKind::Directory)
+        .map(|m| PathBuf::from(&m.target_path))
+        .collect();
+    loop {
+        let grants = grant_all(Direction::Out, ops, opts, created)?;
+        let tried = try_lock_all(&targets).map_err(|e| {
+            SyncError::new(
+                ErrorKind::Io,
+                format!("failed to lock a sync-out target: {e}"),
+            )
+        })?;
+        if let Tried::Held(locks, ids) = tried {
+            let same = mappings.iter().zip(&grants).all(|(m, g)| {
+                m.kind != MappingKind::Directory || g.identity().is_ok_and(|id| ids.contains(&id))
+            });
+            if same {
+                targets
+                    .iter()
+                    .for_each(|t| crate::target_lock::sweep_beside(t));
+                return Ok((grants, locks));
+            }
+        }
+        drop(grants);
+        if tokio::time::Instant::now() >= deadline {
+            return Err(SyncError::new(
+                ErrorKind::LimitExceeded,
+                format!(
+                    "another sync-out into {} held it for the whole of this call's timeout",
+                    targets
+                        .iter()
+                        .map(|t| t.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        pause().await;
     }
 }
 

@@ -157,3 +157,177 @@ fn unsealed_artifacts_and_records_are_not_loaded() {
     assert!(err.contains("has no valid seal: compiling anew"), "{err}");
     assert_eq!(v["execs"], 1, "the embedded component ran: {v}");
 }
+
+/// Issue 48: eight sync-outs into one target at once, each of another
+/// sandbox tree. They take turns: every call succeeds, the target ends as
+/// exactly one of the trees, and no reserved name is left in the target
+/// or beside it.
+#[test]
+fn concurrent_sync_outs_into_one_target_take_turns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cache = tmp.path().join("cache");
+    let parent = tmp.path().join("results");
+    let target = parent.join("target");
+    let mut children = Vec::new();
+    for i in 0..8 {
+        let remote = tmp.path().join(format!("remote{i}"));
+        for f in 0..40 {
+            let p = remote.join(format!("out/d{}/f{f}.txt", f % 4));
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, format!("tree {i} file {f}\n").repeat(200)).unwrap();
+        }
+        std::fs::write(remote.join(format!("out/only-{i}")), b"").unwrap();
+        let ops = serde_json::json!([{"operationId": "o", "files": [
+            {"sourcePath": remote.join("out"), "targetPath": target, "kind": "directory"}]}]);
+        let ops_file = remote.with_extension("ops.json");
+        std::fs::write(&ops_file, ops.to_string()).unwrap();
+        children.push(
+            Command::new(env!("CARGO_BIN_EXE_sandbox-sync"))
+                .args(["sync-out", "--remote-dir"])
+                .arg(&remote)
+                .arg("--ops")
+                .arg(&ops_file)
+                .env("SANDBOX_SYNC_CACHE_DIR", &cache)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        ok(&out);
+    }
+    let names: Vec<String> = std::fs::read_dir(&target)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    let only: Vec<&String> = names.iter().filter(|n| n.starts_with("only-")).collect();
+    assert_eq!(only.len(), 1, "not one tree: {names:?}");
+    let i: usize = only[0].trim_start_matches("only-").parse().unwrap();
+    for f in 0..40 {
+        let p = target.join(format!("d{}/f{f}.txt", f % 4));
+        assert_eq!(
+            std::fs::read_to_string(&p).unwrap(),
+            format!("tree {i} file {f}\n").repeat(200),
+            "{}",
+            p.display()
+        );
+    }
+    assert_eq!(names.len(), 5, "{names:?}");
+    let beside: Vec<String> = std::fs::read_dir(&parent)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(beside, ["target"], "left beside the target");
+}
+
+/// Every entry under `root`: relative path, and for files their bytes, for
+/// links their targets.
+fn tree(root: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(root).unwrap().display().to_string();
+            let m = std::fs::symlink_metadata(&p).unwrap();
+            if m.is_dir() {
+                stack.push(p);
+                out.push((rel, b"dir".to_vec()));
+            } else if m.is_symlink() {
+                out.push((
+                    rel,
+                    std::fs::read_link(&p)
+                        .unwrap()
+                        .into_os_string()
+                        .into_encoded_bytes(),
+                ));
+            } else {
+                out.push((rel, std::fs::read(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Issue 48: a sync-out SIGKILLed at a random point (seeded: the same
+/// points each run) is followed by an incremental one that lands exactly
+/// what a full sync lands, with no reserved name left in the target or
+/// beside it.
+#[test]
+fn a_killed_sync_out_is_followed_by_an_exact_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (remote, _) = workspace(tmp.path());
+    let cache = tmp.path().join("cache");
+    let parent = tmp.path().join("results");
+    let target = parent.join("target");
+    for f in 0..1500 {
+        let p = remote.join(format!("out/many/d{}/f{f}.txt", f % 30));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, format!("{f}\n").repeat(50)).unwrap();
+    }
+    let mut seed: u64 = 0x005e_ed48;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    ok(&sync_out(&cache, &remote, &target));
+    // What a CLI killed while removing a replaced tree leaves beside the
+    // target (its pid gone: none is this high) goes with the next sync.
+    let stale = parent.join(".paperclip-upload-replace-4194305-0");
+    std::fs::create_dir_all(stale.join("old")).unwrap();
+    for round in 0..8 {
+        // The sandbox changes a little between rounds.
+        let f = next() % 1500;
+        std::fs::write(
+            remote.join(format!("out/many/d{}/f{f}.txt", f % 30)),
+            format!("round {round}\n"),
+        )
+        .unwrap();
+        let delay = std::time::Duration::from_millis(next() % 400);
+        let ops = serde_json::json!([{"operationId": "o", "files": [
+            {"sourcePath": remote.join("out"), "targetPath": target, "kind": "directory"}]}]);
+        let ops_file = tmp.path().join("kill.ops.json");
+        std::fs::write(&ops_file, ops.to_string()).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-sync"))
+            .args(["sync-out", "--remote-dir"])
+            .arg(&remote)
+            .arg("--ops")
+            .arg(&ops_file)
+            .env("SANDBOX_SYNC_CACHE_DIR", &cache)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        let _ = child.wait();
+        // The sandbox program the killed CLI started ends with its pipes.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        ok(&sync_out(&cache, &remote, &target));
+        let full = tmp.path().join(format!("full{round}"));
+        let out = sync_out_with(&cache, &remote, &full, &["--incremental", "false"]);
+        ok(&out);
+        assert_eq!(
+            tree(&target),
+            tree(&full),
+            "round {round}, killed after {delay:?}"
+        );
+        let beside: Vec<String> = std::fs::read_dir(&parent)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(beside, ["target"], "round {round}, killed after {delay:?}");
+        let reserved: Vec<String> = tree(&target)
+            .into_iter()
+            .map(|(p, _)| p)
+            .filter(|p| p.contains(".paperclip-upload"))
+            .collect();
+        assert!(reserved.is_empty(), "round {round}: {reserved:?}");
+        std::fs::remove_dir_all(&full).unwrap();
+    }
+}

@@ -139,6 +139,15 @@ impl GrantedDir {
         &self.path
     }
 
+    /// The granted directory's (device, inode).
+    ///
+    /// # Errors
+    /// Its `fstat` failed.
+    pub fn identity(&self) -> io::Result<(u64, u64)> {
+        let m = self.dir.dir_metadata()?;
+        Ok((m.dev(), m.ino()))
+    }
+
     /// True when the grant allows writes.
     pub fn writable(&self) -> bool {
         matches!(self.access, Access::ReadWrite { .. })
