@@ -31,6 +31,9 @@
 //     fstat fails: a sync-in's check that the file it just read is the one
 //     it planned, without the BigIntStats node:fs builds (~1 us a file).
 //   held() -> how many fds opened here are still open.
+//   trylock(fd) -> 0, or -errno (EWOULDBLOCK: another holds it): an
+//     exclusive flock on any fd, never waiting (a sync-out's hold on its
+//     target, src/target-lock.js; Node has no flock).
 //
 // The fds are ordinary ones for node:fs calls, but closed only with close():
 // a worker thread's Node closes the fds node:fs opened when the worker is
@@ -48,6 +51,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
@@ -267,6 +271,18 @@ static napi_value close_js(napi_env env, napi_callback_info info) {
   return int32(env, close(fd) == 0 ? 0 : -errno);
 }
 
+static napi_value trylock_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  int32_t fd = -1;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc != 1 ||
+      napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+    napi_throw_type_error(env, NULL, "trylock(fd: int)");
+    return NULL;
+  }
+  return int32(env, flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : -errno);
+}
+
 static napi_value held_js(napi_env env, napi_callback_info info) {
   (void)info;
   fd_set_t *set = fds(env);
@@ -289,7 +305,7 @@ NAPI_MODULE_INIT() {
   if (!export_fn(env, exports, "openat", openat_js) || !export_fn(env, exports, "close", close_js) ||
       !export_fn(env, exports, "held", held_js) ||
       !export_fn(env, exports, "create", create_js) || !export_fn(env, exports, "seal", seal_js) ||
-      !export_fn(env, exports, "same", same_js)) {
+      !export_fn(env, exports, "same", same_js) || !export_fn(env, exports, "trylock", trylock_js)) {
     return NULL;
   }
   return exports;

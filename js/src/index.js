@@ -15,6 +15,7 @@ import { isLocalExec } from './local-exec.js';
 import { DEFAULTS, SandboxSyncError, grantsFor, removeCreated, toRequest, toResult } from './request.js';
 import { MSG } from './protocol.js';
 import { privateDir, seal } from './private-dir.js';
+import { lockTargets } from './target-lock.js';
 import { removeScratch } from './scratch.js';
 
 export { SandboxSyncError };
@@ -179,9 +180,12 @@ class Provider {
     const request = toRequest(input);
     // A failed call leaves no host directory it created.
     const created = [];
+    let unlock = null;
     try {
       const grants = grantsFor(direction, request, input, created);
       const timeoutMs = Number(request.limits.timeoutMs);
+      // Held for the whole call (see target-lock.js).
+      if (direction === 'out') unlock = await lockTargets(request, Date.now() + timeoutMs);
       // The caller's exec is a pod's or a remote sandbox's, unless localExec made it.
       const remote = input.remote ?? !isLocalExec(input.exec);
       const settings = {
@@ -197,6 +201,8 @@ class Provider {
     } catch (e) {
       removeCreated(created);
       throw e;
+    } finally {
+      unlock?.();
     }
   }
 
