@@ -698,6 +698,7 @@ fn kept_file_mappings_are_counted_in_content_bytes(u: Env) {
 }
 
 for_each_userland!(
+    a_source_on_a_coarse_filesystem_is_never_stale,
     an_unchanged_tree_is_left_untouched,
     fixed_mtimes_never_hide_new_bytes,
     ctime_churn_after_landing_never_hides_new_bytes,
@@ -714,3 +715,85 @@ for_each_userland!(
     resync_onto_the_remote_dir_itself,
     scratch_at_the_top_is_not_walked
 );
+
+/// A loop-mounted ext4 with 128-byte inodes: timestamps in whole seconds,
+/// as ext3, FAT, sshfs and many NFS setups keep them. Unmounted on drop.
+struct CoarseFs {
+    at: std::path::PathBuf,
+    _image: tempfile::NamedTempFile,
+}
+
+impl CoarseFs {
+    fn mount(at: &Path) -> Option<CoarseFs> {
+        let image = tempfile::NamedTempFile::new().ok()?;
+        image.as_file().set_len(16 << 20).ok()?;
+        let made = std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-I", "128"])
+            .arg(image.path())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .ok()?;
+        std::fs::create_dir_all(at).ok()?;
+        let mounted = std::process::Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(image.path())
+            .arg(at)
+            .status()
+            .ok()?;
+        (made.success() && mounted.success()).then(|| CoarseFs {
+            at: at.to_path_buf(),
+            _image: image,
+        })
+    }
+}
+
+impl Drop for CoarseFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.at).status();
+    }
+}
+
+/// Issue 47: a host source on a filesystem with whole-second timestamps,
+/// rewritten in place twice within one second with a sync between: the
+/// second rewrite moves no identity, so the first sync must not have
+/// recorded one that can still change. Every re-sync lands what the
+/// source holds.
+fn a_source_on_a_coarse_filesystem_is_never_stale(u: Env) {
+    let sb = Sandbox::new(u);
+    let Some(fs) = CoarseFs::mount(&sb.host.join("src")) else {
+        eprintln!("skipped: no loop-mounted ext4 here (needs root, mkfs.ext4, a loop device)");
+        return;
+    };
+    let f = fs.at.join("a.bin");
+    std::fs::write(&f, vec![b'0'; 32 << 10]).unwrap();
+    sync(&sb, true);
+    settle();
+    sync(&sb, true);
+    for round in 0..3u8 {
+        // Early in a second, so both rewrites and the sync fall within it.
+        while SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_millis()
+            > 300
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let write = |b: u8| {
+            use std::io::Write as _;
+            let mut w = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+            w.write_all(&vec![b; 32 << 10]).unwrap();
+        };
+        write(b'a' + round);
+        std::thread::sleep(Duration::from_millis(150));
+        sync(&sb, true);
+        write(b'A' + round);
+        sync(&sb, true);
+        assert_eq!(
+            std::fs::read(sb.remote_on_host("ws/a.bin")).unwrap(),
+            vec![b'A' + round; 32 << 10],
+            "round {round}: stale in the sandbox"
+        );
+    }
+    drop(fs);
+}

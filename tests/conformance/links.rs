@@ -223,7 +223,10 @@ fn nothing_of_ours_in_the_remote_dir(u: Env) {
         post_upload_commands: Some(vec![cmd("echo boom >&2; exit 3", None)]),
         ..op(
             "o",
-            vec![dir(&src, sb.remote("ws")), file(&small, sb.remote("small.txt"))],
+            vec![
+                dir(&src, sb.remote("ws")),
+                file(&small, sb.remote("small.txt")),
+            ],
         )
     }];
     let err = sb.sync_in(&failing).expect_err("the command fails");

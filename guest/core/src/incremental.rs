@@ -49,6 +49,15 @@ use siphasher::sip::SipHasher13;
 /// (THREAT_MODEL.md).
 pub const SETTLE_NS: i128 = 100_000_000;
 
+/// How much later than a whole-second ctime the change it stamps may
+/// have been: a filesystem that keeps whole seconds (ext4 with 128-byte
+/// inodes, ext3, sshfs, many NFS setups) or two (FAT) stamps every change
+/// of that span the same, so a second rewrite within it moves no
+/// identity. A ctime on a whole second counts only once the clock is past
+/// the span too (on a fine-grained filesystem one in a billion ctimes
+/// falls there, and waits that much longer for nothing).
+pub const COARSE_NS: i128 = 2_000_000_000;
+
 /// Hex digits of a token on the wire.
 pub const TOKEN_HEX: usize = 16;
 
@@ -132,11 +141,13 @@ pub struct HostId {
 
 impl HostId {
     /// True when the host's clock `now` (seconds, nanoseconds) is more
-    /// than [`SETTLE_NS`] past the identity's ctime: a change after it
-    /// would have moved it.
+    /// than [`SETTLE_NS`] past the identity's ctime, and [`COARSE_NS`]
+    /// more where the ctime is a whole second: a change after it would
+    /// have moved it.
     pub fn settled(&self, now: (i64, u32)) -> bool {
         let at = |s: i64, n: u32| i128::from(s) * 1_000_000_000 + i128::from(n);
-        at(self.ctime_sec, self.ctime_nsec) + SETTLE_NS < at(now.0, now.1)
+        let grain = if self.ctime_nsec == 0 { COARSE_NS } else { 0 };
+        at(self.ctime_sec, self.ctime_nsec) + grain + SETTLE_NS < at(now.0, now.1)
     }
 }
 
@@ -374,10 +385,15 @@ mod tests {
 
     #[test]
     fn a_host_identity_settles_a_margin_after_its_ctime() {
-        assert!(!id(100, 0).settled((100, 99_999_999)));
-        assert!(!id(100, 0).settled((100, 100_000_000)));
-        assert!(id(100, 0).settled((100, 100_000_001)));
+        assert!(!id(100, 1).settled((100, 100_000_000)));
+        assert!(!id(100, 1).settled((100, 100_000_001)));
+        assert!(id(100, 1).settled((100, 100_000_002)));
         assert!(!id(100, 500).settled((99, 0)), "a clock behind the file");
+        // A whole-second ctime may stamp any change of the next two
+        // seconds (a coarse filesystem): it waits them out.
+        assert!(!id(100, 0).settled((100, 500_000_000)));
+        assert!(!id(101, 0).settled((103, 100_000_000)));
+        assert!(id(101, 0).settled((103, 100_000_001)));
     }
 
     #[test]
