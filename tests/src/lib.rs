@@ -482,6 +482,13 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
     for tool in tools {
         if let Some(fake) = tool.strip_prefix("fake:") {
             fake_tool(&root, fake);
+        } else if let Some(util) = tool.strip_prefix("uutils:") {
+            // Debian's rust-coreutils: one multi-call binary, by name.
+            let multi = root.join("bin/coreutils");
+            if !multi.exists() {
+                copy_host_binary(&root, Path::new(UUTILS), "coreutils");
+            }
+            symlink("coreutils", root.join("bin").join(util)).expect("link a uutil");
         } else if let Some(applet) = tool.strip_prefix("busybox:") {
             let busybox = root.join("bin/busybox");
             if !busybox.exists() {
@@ -502,6 +509,10 @@ fn tools_root(tools: &'static [&'static str]) -> &'static Path {
     roots.push((tools, root));
     root
 }
+
+/// The uutils coreutils multi-call binary (Debian's `rust-coreutils`),
+/// for `uutils:NAME` tools.
+pub const UUTILS: &str = "/usr/bin/coreutils";
 
 /// A scripted stand-in for a host tool, by `name`:
 /// `dd-without-count-bytes` is GNU dd that refuses `iflag=count_bytes`, as

@@ -368,7 +368,8 @@ _ss_recordable() {
   if _ss_canrecord; then
     _ss_rec=1
     _ss_findstate 0
-    _ss_keepable || _ss_off incremental-in-keep "$(_ss_lacks cp xargs tr)"
+    # None lacking: cp is there but does not merge (_ss_keepable).
+    _ss_keepable || { _ss_m=$(_ss_lacks cp xargs tr); _ss_off incremental-in-keep "${_ss_m:-cp}"; }
   else
     _ss_off incremental-in-record "$(_ss_lacks awk find stat)"
   fi

@@ -257,8 +257,22 @@ _ss_listf() {
   return 0
 }
 # A directory keeps its unchanged files in place: the merge takes cp's -a
-# and -l, xargs -0 and tr (GNU and BusyBox have them all).
-_ss_keepable() { _ss_have cp xargs tr; }
+# and -l, xargs -0 and tr (GNU and BusyBox have them all), and a cp that
+# merges `SRC/.` into DST as GNU's does. uutils' cp (Ubuntu's since 25.10;
+# 0.0.17 at least) copies SRC itself into DST instead, so a merge after
+# the prune would leave the target partial: a cp is tried on a tree of
+# two entries in the scratch dir first, once a program.
+_ss_cpmerge=
+_ss_keepable() {
+  _ss_have cp xargs tr || return 1
+  if [ -z "$_ss_cpmerge" ]; then
+    _ss_cpmerge=0
+    mkdir -p "/proc/self/fd/9/cpm/a/d" "/proc/self/fd/9/cpm/b" 2>/dev/null && : >"/proc/self/fd/9/cpm/a/d/f" \
+      && cp -a "/proc/self/fd/9/cpm/a/." "/proc/self/fd/9/cpm/b/" 2>/dev/null \
+      && [ -f "/proc/self/fd/9/cpm/b/d/f" ] && [ ! -e "/proc/self/fd/9/cpm/b/a" ] && _ss_cpmerge=1
+  fi
+  [ "$_ss_cpmerge" = 1 ]
+}
 # For directory mapping $1 (target $2): the files it listed (J$1) that the
 # host's member k$1 names (ascending "<first> <last>" ranges of J$1's
 # lines; nothing without one, nothing the host did not name) stay where
