@@ -601,3 +601,67 @@ fn a_uutils_userland_syncs_exactly() {
     }
     assert!(sb.scratch_left().is_empty(), "{:?}", sb.scratch_left());
 }
+
+/// Issue 47: a distroless `:debug` image: BusyBox under `/busybox`, no
+/// `/bin/sh` (no `/bin` at all), `PATH` ending in `/busybox`. The program
+/// starts through `sh` on that `PATH`, as `kubectl cp` starts `tar`, and
+/// syncs both ways.
+#[test]
+fn a_distroless_debug_image_syncs() {
+    use sandbox_sync_host::exec::local::LocalBackend;
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    std::fs::create_dir_all(root.join("busybox")).unwrap();
+    sandbox_sync_tests::install_executable(
+        std::path::Path::new("/bin/busybox"),
+        &root.join("busybox/busybox"),
+    );
+    let list = std::process::Command::new("/bin/busybox")
+        .arg("--list")
+        .output()
+        .unwrap();
+    for applet in String::from_utf8_lossy(&list.stdout).lines() {
+        if applet != "busybox" {
+            symlink("busybox", root.join("busybox").join(applet)).unwrap();
+        }
+    }
+    for (d, mode) in [("tmp", 0o1777), ("workspace", 0o755)] {
+        std::fs::create_dir_all(root.join(d)).unwrap();
+        std::fs::set_permissions(root.join(d), std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    std::os::unix::fs::chown(root.join("workspace"), Some(SANDBOX_UID), Some(SANDBOX_UID)).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    assert!(!root.join("bin").exists());
+    let backend: Arc<dyn ExecBackend> = Arc::new(
+        LocalBackend::sandbox_root(&root)
+            .unwrap()
+            .user(SANDBOX_UID)
+            .path("/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/busybox"),
+    );
+    let host = tmp.path().join("host");
+    for i in 0..10 {
+        let p = host.join(format!("ws/d{}/f{i}.txt", i % 3));
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, format!("file {i}\n").repeat(100)).unwrap();
+    }
+    let opts = sandbox_sync_tests::sync_options("/workspace");
+    let ops = [SyncOperation {
+        post_upload_commands: Some(vec![cmd("echo ran > ran.txt", None)]),
+        ..op("in", vec![dir(host.join("ws"), "/workspace/ws")])
+    }];
+    block_on(runtime().sync_in(&ops, &opts, Arc::clone(&backend)))
+        .unwrap_or_else(|e| panic!("sync-in: {}", e.error));
+    assert_same_tree(&host.join("ws"), &root.join("workspace/ws"));
+    assert_eq!(
+        std::fs::read(root.join("workspace/ran.txt")).unwrap(),
+        b"ran\n"
+    );
+    let back = host.join("back");
+    block_on(runtime().sync_out(
+        &[op("out", vec![dir_out("/workspace/ws", &back)])],
+        &opts,
+        Arc::clone(&backend),
+    ))
+    .unwrap_or_else(|e| panic!("sync-out: {}", e.error));
+    assert_same_tree(&host.join("ws"), &back);
+}

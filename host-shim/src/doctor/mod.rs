@@ -66,7 +66,7 @@ pub enum DoctorError {
 pub async fn probe(backend: &dyn ExecBackend, remote_dir: &str) -> Result<Report, DoctorError> {
     let req = ExecRequest {
         argv: vec![
-            "/bin/sh".into(),
+            sandbox_sync_core::script::SHELL.into(),
             "-c".into(),
             PROBE.into(),
             "sandbox-sync-doctor".into(),

@@ -205,7 +205,7 @@ command -v setsid >/dev/null 2>&1 && _ss_setsid=setsid
 # hold that open, and a kubelet keeps an exec open until every holder of
 # its output lets go, so the sync would hang as long as the child lives.
 _ss_spawn_cmd() {
-  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec $_ss_setsid /bin/sh -c "$1" sandbox-sync-post-upload 8<&- 9<&-) </dev/null >"$2" 2>&1 &
+  (cd -P /proc/self/fd/8 || exit "$_ss_E_MKDIR"; exec $_ss_setsid sh -c "$1" sandbox-sync-post-upload 8<&- 9<&-) </dev/null >"$2" 2>&1 &
   _ss_cp=$!
 }
 # Hands a command's output file $1 on to stderr (the host keeps its tail

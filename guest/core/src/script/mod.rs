@@ -67,13 +67,20 @@ elif [ -n \"$_ss_s\" ]; then exit 70; \
 else case $(head --version 2>/dev/null) in *GNU*) _ss_s=$(head -c \"$1\");; \
 *) _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null);; esac || exit 70; fi; eval \"$_ss_s\"";
 
+/// The shell every program runs in, found on the sandbox's `PATH`.
+pub const SHELL: &str = "sh";
+
 /// `$0` of the bootstrap shell.
 pub const ARGV0: &str = "sandbox-sync";
 
-/// The exec argv for a script of `script_len` bytes.
+/// The exec argv for a script of `script_len` bytes. The shell is named,
+/// not pathed: the sandbox's runtime finds it on the image's `PATH`, as
+/// `kubectl cp` has it find `tar`, so an image without `/bin/sh`
+/// (distroless `:debug`, BusyBox under `/busybox`) syncs too. The sandbox
+/// chooses what runs either way.
 pub fn argv(script_len: usize) -> Vec<String> {
     vec![
-        "/bin/sh".into(),
+        SHELL.into(),
         "-c".into(),
         BOOTSTRAP.into(),
         ARGV0.into(),

@@ -110,7 +110,7 @@ async fn probe_kind(
 ) -> Result<Option<MappingKind>, ExecError> {
     let req = ExecRequest {
         argv: vec![
-            "/bin/sh".into(),
+            sandbox_sync_core::script::SHELL.into(),
             "-c".into(),
             include_str!("kind.sh").into(),
             "sandbox-sync-cp".into(),

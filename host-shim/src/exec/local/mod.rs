@@ -45,7 +45,12 @@ pub struct LocalBackend {
     exec_latency: Duration,
     reply_latency: Duration,
     no_devices: bool,
+    /// The sandbox's `PATH` (default: the usual directories).
+    path: Option<String>,
 }
+
+/// `PATH` of a local sandbox unless one is given.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 impl LocalBackend {
     /// Runs commands directly on this machine.
@@ -94,6 +99,14 @@ impl LocalBackend {
     #[must_use]
     pub fn user(mut self, uid: u32) -> Self {
         self.user = Some(uid);
+        self
+    }
+
+    /// Gives the sandbox's processes `path` as `PATH`, as an image's
+    /// environment does (distroless `:debug` adds `/busybox`).
+    #[must_use]
+    pub fn path(mut self, path: impl Into<String>) -> Self {
+        self.path = Some(path.into());
         self
     }
 
@@ -163,10 +176,7 @@ impl LocalBackend {
             }
         };
         cmd.env_clear()
-            .env(
-                "PATH",
-                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-            )
+            .env("PATH", self.path.as_deref().unwrap_or(DEFAULT_PATH))
             .env("LC_ALL", "C")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
