@@ -18,20 +18,27 @@ fn sync_out(cache: &Path, remote: &Path, target: &Path) -> Output {
 }
 
 fn sync_out_with(cache: &Path, remote: &Path, target: &Path, extra: &[&str]) -> Output {
+    sync_out_command(cache, remote, target)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The CLI's sync-out of `remote/out` into `target` (its ops file beside
+/// `remote`), with the cache directory `cache`.
+fn sync_out_command(cache: &Path, remote: &Path, target: &Path) -> Command {
     let ops = serde_json::json!([{"operationId": "o", "files": [
         {"sourcePath": remote.join("out"), "targetPath": target, "kind": "directory"}]}]);
     let ops_file = remote.with_extension("ops.json");
     std::fs::write(&ops_file, ops.to_string()).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_sandbox-sync"))
-        .args(["sync-out", "--remote-dir"])
+    let mut c = Command::new(env!("CARGO_BIN_EXE_sandbox-sync"));
+    c.args(["sync-out", "--remote-dir"])
         .arg(remote)
         .arg("--ops")
         .arg(&ops_file)
-        .args(extra)
         .env("SANDBOX_SYNC_CACHE_DIR", cache)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
+        .env("RUST_LOG", "warn");
+    c
 }
 
 fn ok(out: &Output) -> (serde_json::Value, String) {
@@ -177,17 +184,8 @@ fn concurrent_sync_outs_into_one_target_take_turns() {
             std::fs::write(&p, format!("tree {i} file {f}\n").repeat(200)).unwrap();
         }
         std::fs::write(remote.join(format!("out/only-{i}")), b"").unwrap();
-        let ops = serde_json::json!([{"operationId": "o", "files": [
-            {"sourcePath": remote.join("out"), "targetPath": target, "kind": "directory"}]}]);
-        let ops_file = remote.with_extension("ops.json");
-        std::fs::write(&ops_file, ops.to_string()).unwrap();
         children.push(
-            Command::new(env!("CARGO_BIN_EXE_sandbox-sync"))
-                .args(["sync-out", "--remote-dir"])
-                .arg(&remote)
-                .arg("--ops")
-                .arg(&ops_file)
-                .env("SANDBOX_SYNC_CACHE_DIR", &cache)
+            sync_out_command(&cache, &remote, &target)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()
@@ -289,16 +287,7 @@ fn a_killed_sync_out_is_followed_by_an_exact_one() {
         )
         .unwrap();
         let delay = std::time::Duration::from_millis(next() % 400);
-        let ops = serde_json::json!([{"operationId": "o", "files": [
-            {"sourcePath": remote.join("out"), "targetPath": target, "kind": "directory"}]}]);
-        let ops_file = tmp.path().join("kill.ops.json");
-        std::fs::write(&ops_file, ops.to_string()).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sandbox-sync"))
-            .args(["sync-out", "--remote-dir"])
-            .arg(&remote)
-            .arg("--ops")
-            .arg(&ops_file)
-            .env("SANDBOX_SYNC_CACHE_DIR", &cache)
+        let mut child = sync_out_command(&cache, &remote, &target)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()

@@ -569,7 +569,8 @@ fn a_uutils_userland_syncs_exactly() {
     let src = seed(&sb);
     let backend = sb.backend();
     let ops = [op("in", vec![dir(&src, sb.remote("ws"))])];
-    let opts = sb.options();
+    let mut opts = sb.options();
+    opts.incremental = true;
     for round in 0..3 {
         if round == 2 {
             sb.write_host("ws/a/f03.txt", b"edited\n");
