@@ -52,6 +52,16 @@ fn check_tree(root: &Path, dir: &Path) {
                 }
                 assert!(depth >= 0, "symlink {} escapes the target", p.display());
             }
+            // Followed, it stays inside too (a `..` after a name lands
+            // only out of directories).
+            if let (Ok(to), Ok(top)) = (std::fs::canonicalize(&p), std::fs::canonicalize(root)) {
+                assert!(
+                    to.starts_with(&top),
+                    "symlink {} leads to {}",
+                    p.display(),
+                    to.display()
+                );
+            }
         } else if ft.is_dir() {
             check_tree(root, &p);
         } else {

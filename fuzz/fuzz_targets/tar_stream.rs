@@ -1,11 +1,32 @@
 //! The strict tar parser and the tree policy, natively (coverage-guided):
-//! no panic on any input, and every accepted entry satisfies the policy.
+//! no panic on any input, and every accepted entry satisfies the policy,
+//! under both link policies (the input's first bit picks one).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use sandbox_sync_core::sandbox_path::is_clean_relative;
 use sandbox_sync_core::tar_read::{EntryKind, Limits, Parser, Source, MAX_COMPONENT, MAX_NAME};
-use sandbox_sync_core::tree::TreePolicy;
+use sandbox_sync_core::tree::{Escaping, TreePolicy};
+
+/// Whether `target`, resolved lexically from a directory `depth` below the
+/// top, stays inside at every step.
+fn stays_inside(depth: usize, target: &str) -> bool {
+    if target.starts_with('/') {
+        return false;
+    }
+    let mut at = depth as isize;
+    for c in target.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => at -= 1,
+            _ => at += 1,
+        }
+        if at < 0 {
+            return false;
+        }
+    }
+    true
+}
 
 fuzz_target!(|data: &[u8]| {
     let limits = Limits {
@@ -14,7 +35,12 @@ fuzz_target!(|data: &[u8]| {
         max_payload_bytes: 1 << 24,
     };
     let mut parser = Parser::new(limits);
-    let mut tree = TreePolicy::new(limits.max_entries);
+    let escaping = if data.first().is_some_and(|b| b & 1 == 1) {
+        Escaping::Skip
+    } else {
+        Escaping::Refuse
+    };
+    let mut tree = TreePolicy::new(limits.max_entries).escaping(escaping);
     let mut src = data;
     loop {
         match parser.next_entry(&mut src) {
@@ -36,7 +62,8 @@ fuzz_target!(|data: &[u8]| {
                     EntryKind::Dir => assert_eq!(e.size, 0),
                     EntryKind::Symlink(t) => {
                         assert_eq!(e.size, 0);
-                        assert!(!t.starts_with('/') && !t.is_empty() && !t.contains('\0'));
+                        // Absolute ones too: the tree judges where it leads.
+                        assert!(!t.is_empty() && !t.contains('\0'));
                     }
                     EntryKind::HardLink(t) => {
                         assert_eq!(e.size, 0);
@@ -46,23 +73,29 @@ fuzz_target!(|data: &[u8]| {
                 if tree.admit(&e).is_err() {
                     return;
                 }
-                // An admitted link never climbs after a name, nor past the root.
+                // An admitted link that leaves is one the tree skips, and
+                // only under Skip.
                 if let EntryKind::Symlink(t) = &e.kind {
-                    let depth = e.path.matches('/').count();
-                    let comps: Vec<&str> = t
-                        .split('/')
-                        .filter(|c| !c.is_empty() && *c != ".")
-                        .collect();
-                    let ups = comps.iter().take_while(|c| **c == "..").count();
-                    assert!(ups <= depth, "link {} -> {t} climbs out", e.path);
-                    assert!(!comps[ups..].contains(&".."), "link {} -> {t}", e.path);
+                    if !stays_inside(e.path.matches('/').count(), t) {
+                        assert_eq!(escaping, Escaping::Skip, "link {} -> {t} admitted", e.path);
+                        assert!(
+                            tree.skipped().any(|(p, _)| p == e.path),
+                            "link {} -> {t} not skipped",
+                            e.path
+                        );
+                    }
                 }
                 let mut skip = vec![0u8; e.data_len().min(1 << 24) as usize];
                 if src.read_exact(&mut skip).is_err() {
                     return;
                 }
             }
-            Ok(None) => return,
+            Ok(None) => {
+                // Whatever `finish` says, no link it lets land climbs out
+                // of another (it is refused) nor leaves (skipped before).
+                let _ = tree.finish();
+                return;
+            }
             Err(_) => return,
         }
     }
