@@ -134,20 +134,7 @@ fn planted_dev_and_proc_links_are_not_followed() {
         .tempdir()
         .unwrap();
     std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    std::fs::create_dir_all(root.path().join("bin")).unwrap();
-    sandbox_sync_tests::install_executable(
-        Path::new("/bin/busybox"),
-        &root.path().join("bin/busybox"),
-    );
-    let list = std::process::Command::new("/bin/busybox")
-        .arg("--list")
-        .output()
-        .unwrap();
-    for a in String::from_utf8_lossy(&list.stdout).lines() {
-        if a != "busybox" {
-            let _ = symlink("busybox", root.path().join("bin").join(a));
-        }
-    }
+    sandbox_sync_tests::install_busybox(&root.path().join("bin"));
     symlink(host_dev.path(), root.path().join("dev")).unwrap();
     symlink(host_proc.path(), root.path().join("proc")).unwrap();
     std::fs::create_dir_all(root.path().join("w")).unwrap();

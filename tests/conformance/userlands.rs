@@ -618,20 +618,7 @@ fn a_distroless_debug_image_syncs() {
     use sandbox_sync_host::exec::local::LocalBackend;
     let tmp = tempfile::tempdir().unwrap();
     let root = tmp.path().join("root");
-    std::fs::create_dir_all(root.join("busybox")).unwrap();
-    sandbox_sync_tests::install_executable(
-        std::path::Path::new("/bin/busybox"),
-        &root.join("busybox/busybox"),
-    );
-    let list = std::process::Command::new("/bin/busybox")
-        .arg("--list")
-        .output()
-        .unwrap();
-    for applet in String::from_utf8_lossy(&list.stdout).lines() {
-        if applet != "busybox" {
-            symlink("busybox", root.join("busybox").join(applet)).unwrap();
-        }
-    }
+    sandbox_sync_tests::install_busybox(&root.join("busybox"));
     for (d, mode) in [("tmp", 0o1777), ("workspace", 0o755)] {
         std::fs::create_dir_all(root.join(d)).unwrap();
         std::fs::set_permissions(root.join(d), std::fs::Permissions::from_mode(mode)).unwrap();

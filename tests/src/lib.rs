@@ -400,18 +400,8 @@ fn busybox_root() -> &'static Path {
         );
         sweep_roots_of_gone_processes("sandbox-sync-bbroot-");
         let root = std::env::temp_dir().join(format!("sandbox-sync-bbroot-{}", std::process::id()));
-        std::fs::create_dir_all(root.join("bin")).expect("mkdir bin");
         sticky_tmp(&root);
-        install_executable(busybox, &root.join("bin/busybox"));
-        let out = std::process::Command::new(root.join("bin/busybox"))
-            .arg("--list")
-            .output()
-            .expect("run busybox --list");
-        for applet in String::from_utf8_lossy(&out.stdout).lines() {
-            if applet != "busybox" {
-                let _ = symlink("busybox", root.join("bin").join(applet));
-            }
-        }
+        install_busybox(&root.join("bin"));
         std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755))
             .expect("chmod root");
         root
@@ -424,6 +414,22 @@ fn sticky_tmp(root: &Path) {
     std::fs::create_dir_all(root.join("tmp")).expect("mkdir tmp");
     std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777))
         .expect("chmod tmp");
+}
+
+/// Puts the host's BusyBox in `dir` (made if missing) with every applet
+/// linked beside it, as a BusyBox image lays out its `/bin`.
+pub fn install_busybox(dir: &Path) {
+    std::fs::create_dir_all(dir).expect("mkdir the applets' dir");
+    install_executable(Path::new("/bin/busybox"), &dir.join("busybox"));
+    let out = std::process::Command::new("/bin/busybox")
+        .arg("--list")
+        .output()
+        .expect("run busybox --list");
+    for applet in String::from_utf8_lossy(&out.stdout).lines() {
+        if applet != "busybox" {
+            let _ = symlink("busybox", dir.join(applet));
+        }
+    }
 }
 
 /// The root a jailed userland's sandboxes live in.

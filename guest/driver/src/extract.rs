@@ -11,6 +11,7 @@ use sandbox_sync_core::Error as CoreError;
 
 use crate::bindings::sandbox_sync::provider::host_fs::{EntryKind, GrantedDir};
 use crate::bindings::sandbox_sync::provider::sandbox_exec;
+use crate::bindings::sandbox_sync::provider::sync_report::SkippedLink;
 use crate::bindings::sandbox_sync::provider::types::{FileMapping, SyncError};
 use crate::bindings::wasi::io::streams::OutputStream;
 use crate::errors::fs;
@@ -124,11 +125,11 @@ pub const SKIPPED_NAMED: usize = 20;
 
 /// The symlinks a directory mapping left out because they leave it
 /// (see [`sandbox_sync_core::tree`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Skipped {
-    /// The first [`SKIPPED_NAMED`] as (path relative to the mapping's top,
-    /// target), in archive order.
-    pub links: Vec<(String, String)>,
+    /// The first [`SKIPPED_NAMED`] (paths relative to the mapping's top),
+    /// in archive order, as the host's `sync-report` takes them.
+    pub links: Vec<SkippedLink>,
     /// How many in all.
     pub total: u64,
 }
@@ -139,7 +140,10 @@ impl Skipped {
             links: tree
                 .skipped()
                 .take(SKIPPED_NAMED)
-                .map(|(path, target)| (path, target.to_owned()))
+                .map(|(path, target)| SkippedLink {
+                    path,
+                    target: target.to_owned(),
+                })
                 .collect(),
             total: tree.skipped_count() as u64,
         }

@@ -32,14 +32,6 @@ pub fn noted(status: Result<ExecStatus, String>) -> Result<ExecStatus, String> {
 /// Reports the links mapping `m` of operation `op` left out, if any.
 pub fn links_skipped(op: &str, m: &FileMapping, skipped: &Skipped) {
     if skipped.total > 0 {
-        let links: Vec<sync_report::SkippedLink> = skipped
-            .links
-            .iter()
-            .map(|(path, target)| sync_report::SkippedLink {
-                path: path.clone(),
-                target: target.clone(),
-            })
-            .collect();
-        sync_report::links_skipped(op, &m.source_path, &links, skipped.total);
+        sync_report::links_skipped(op, &m.source_path, &skipped.links, skipped.total);
     }
 }
