@@ -103,14 +103,16 @@ pub fn sweep_beside(target: &Path) {
 }
 
 /// The pid a host scratch name (`<prefix>-replace-<pid>-<n>`,
-/// `<prefix>-old-<pid>-<n>`) names, if that process is gone.
+/// `<prefix>-old-<pid>-<n>`; `<n>` decimal or hex) names, if that process
+/// is gone.
 fn dead_host_scratch(name: &str) -> Option<u32> {
     let rest = name.strip_prefix(sandbox_sync_core::SCRATCH_PREFIX)?;
     let rest = rest
         .strip_prefix("-replace-")
         .or_else(|| rest.strip_prefix("-old-"))?;
     let (pid, n) = rest.split_once('-')?;
-    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+    // A counter (this shim) or random hex (the Node package).
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
     let pid: u32 = pid.parse().ok()?;
@@ -153,6 +155,11 @@ mod tests {
             dead_host_scratch(".paperclip-upload-old-4194305-3"),
             Some(4_194_305)
         );
+        // As the Node package names them.
+        assert_eq!(
+            dead_host_scratch(".paperclip-upload-old-4194305-0a1b2c3d4e5f"),
+            Some(4_194_305)
+        );
         let me = std::process::id();
         assert_eq!(
             dead_host_scratch(&format!(".paperclip-upload-replace-{me}-0")),
@@ -164,6 +171,7 @@ mod tests {
             ".paperclip-upload-0123abcd",
             ".paperclip-upload-replace-x-0",
             ".paperclip-upload-replace-4194305-",
+            ".paperclip-upload-replace-4194305-0x",
             "replace-4194305-0",
         ] {
             assert_eq!(dead_host_scratch(other), None, "{other}");
