@@ -16,7 +16,7 @@ import { DEFAULTS, SandboxSyncError, grantsFor, removeCreated, toRequest, toResu
 import { MSG } from './protocol.js';
 import { privateDir, seal } from './private-dir.js';
 import { lockTargets } from './target-lock.js';
-import { removeScratch } from './scratch.js';
+import { removeScratch, sweepBeside } from './scratch.js';
 
 export { SandboxSyncError };
 export { assertConfinedSandboxPath } from './confine.js';
@@ -165,7 +165,10 @@ class Provider {
   }
 
   async worker() {
-    const w = this.idle.pop() ?? new ProviderWorker(this.componentDir);
+    // An idle worker may have died since (terminated, or its thread failed).
+    let w = this.idle.pop();
+    while (w?.failed) w = this.idle.pop();
+    w ??= new ProviderWorker(this.componentDir);
     await w.ready;
     return w;
   }
@@ -185,7 +188,10 @@ class Provider {
       const grants = grantsFor(direction, request, input, created);
       const timeoutMs = Number(request.limits.timeoutMs);
       // Held for the whole call (see target-lock.js).
-      if (direction === 'out') unlock = await lockTargets(request, Date.now() + timeoutMs);
+      if (direction === 'out') {
+        unlock = await lockTargets(request, Date.now() + timeoutMs);
+        for (const op of request.operations) for (const m of op.files) if (m.kind === 'directory') sweepBeside(m.targetPath);
+      }
       // The caller's exec is a pod's or a remote sandbox's, unless localExec made it.
       const remote = input.remote ?? !isLocalExec(input.exec);
       const settings = {

@@ -1,8 +1,8 @@
 // The main thread's sweep of what a call left beside its grants, whatever
 // ended the call (the worker may be gone).
 
-import { constants, lstatSync, openSync } from 'node:fs';
-import { join } from 'node:path';
+import { constants, lstatSync, openSync, readdirSync, renameSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 
 import { O_PATH, at, closeFd, removeEntry } from './beneath.js';
 import { SCRATCH_PREFIX } from './confine.js';
@@ -18,6 +18,11 @@ const { O_DIRECTORY } = constants;
  */
 export function removeScratch(grantPath, entries) {
   const failures = [];
+  const beside = entries.filter((e) => e.beside);
+  if (beside.length > 0) {
+    failures.push(...settleBeside(grantPath, beside));
+    entries = entries.filter((e) => !e.beside);
+  }
   let fd;
   try {
     fd = openSync(grantPath, O_PATH | O_DIRECTORY);
@@ -38,4 +43,90 @@ export function removeScratch(grantPath, entries) {
     closeFd(fd);
   }
   return failures;
+}
+
+/**
+ * What a sync-out's swap (hostfs.js `#swap`) names beside its grant, once
+ * the call has ended, whatever ended it: `old` (the grant's old tree) goes
+ * back onto the grant's name if the swap stopped with that name naming
+ * nothing, else it goes; `staged` (the new tree on its way in) goes. Each
+ * only while it is still the very entry named (device and inode).
+ */
+function settleBeside(grantPath, entries) {
+  const failures = [];
+  const parentPath = dirname(resolve(grantPath));
+  const grantName = basename(resolve(grantPath));
+  let fd;
+  try {
+    fd = openSync(parentPath, O_PATH | O_DIRECTORY);
+  } catch (e) {
+    return e.code === 'ENOENT' ? [] : [`${parentPath}: ${e.message}`];
+  }
+  try {
+    for (const { name, dev, ino, beside } of entries) {
+      if (typeof name !== 'string' || name.includes('/') || !name.startsWith(SCRATCH_PREFIX)) continue;
+      try {
+        const st = lstatSync(at(fd, name), { bigint: true, throwIfNoEntry: false });
+        if (st?.dev !== BigInt(dev) || st.ino !== BigInt(ino)) continue;
+        if (beside === 'old' && !lstatSync(at(fd, grantName), { throwIfNoEntry: false })) {
+          renameSync(at(fd, name), at(fd, grantName));
+        } else {
+          removeEntry(fd, name, name);
+        }
+      } catch (e) {
+        failures.push(`could not settle ${join(parentPath, name)}: ${e.val ?? e.message}`);
+      }
+    }
+  } finally {
+    closeFd(fd);
+  }
+  return failures;
+}
+
+/** The pid a host scratch name beside a target (`<prefix>-replace-<pid>-<n>`, `<prefix>-old-<pid>-<n>`) names, if that process is gone. */
+export function deadHostScratch(name) {
+  const m = /^-(?:replace|old)-([0-9]+)-[0-9a-fA-F]+$/.exec(name.startsWith(SCRATCH_PREFIX) ? name.slice(SCRATCH_PREFIX.length) : '');
+  if (!m) return null;
+  const pid = Number(m[1]);
+  if (!Number.isSafeInteger(pid) || pid <= 0 || pid === process.pid) return null;
+  try {
+    process.kill(pid, 0);
+    return null;
+  } catch (e) {
+    return e.code === 'ESRCH' ? pid : null;
+  }
+}
+
+/**
+ * Removes what a killed host process's sync-out left beside `target`
+ * (replaced trees named for its pid, gone), as the Rust host does
+ * (host-shim/src/target_lock.rs). For a caller that holds the target.
+ */
+export function sweepBeside(target) {
+  const parentPath = dirname(resolve(target));
+  let names;
+  try {
+    names = readdirSync(parentPath);
+  } catch {
+    return;
+  }
+  const stale = names.filter((n) => deadHostScratch(n) !== null);
+  if (stale.length === 0) return;
+  let fd;
+  try {
+    fd = openSync(parentPath, O_PATH | O_DIRECTORY);
+  } catch {
+    return;
+  }
+  try {
+    for (const name of stale) {
+      try {
+        removeEntry(fd, name, name);
+      } catch {
+        // Best effort: the next sync-out tries again.
+      }
+    }
+  } finally {
+    closeFd(fd);
+  }
 }

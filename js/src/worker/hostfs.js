@@ -442,8 +442,8 @@ export class GrantedDir {
   #swap(staged) {
     const parent = this.#parent;
     const grant = at(parent, this.#name);
-    const here = fstatSync(this.#fd);
-    const there = lstatSync(grant);
+    const here = fstatSync(this.#fd, BIG);
+    const there = lstatSync(grant, BIG);
     if (there.dev !== here.dev || there.ino !== here.ino) {
       throw fsError('io', `${this.path} was moved or replaced during the sync`);
     }
@@ -451,15 +451,20 @@ export class GrantedDir {
     const beside = hostScratchName('replace');
     const old = hostScratchName('old');
     try {
-      const st = fstatSync(fresh);
+      const st = fstatSync(fresh, BIG);
       // The new directory keeps the old one's owner where the host may set it.
       if (st.uid !== here.uid || st.gid !== here.gid) {
         try {
-          fchownSync(fresh, here.uid, here.gid);
+          fchownSync(fresh, Number(here.uid), Number(here.gid));
         } catch {
           // Best effort, as in the Rust shim.
         }
       }
+      // Named to the host before they exist: if this thread is terminated
+      // between the renames, the main thread puts the old tree back or
+      // removes what is left beside the grant (scratch.js).
+      this.#onScratch(beside, st.dev, st.ino, 'staged');
+      this.#onScratch(old, here.dev, here.ino, 'old');
       renameSync(at(this.#fd, staged), at(parent, beside));
       try {
         renameSync(grant, at(parent, old));

@@ -164,7 +164,7 @@ function call({ direction, request, grants, settings }) {
       dirs.push(
         new GrantedDir({
           ...g,
-          onScratch: (name, dev, ino) => send({ type: MSG.SCRATCH, grant, name, dev, ino }),
+          onScratch: (name, dev, ino, beside = null) => send({ type: MSG.SCRATCH, grant, name, dev, ino, beside }),
         }),
       );
     });

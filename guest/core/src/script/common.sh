@@ -189,8 +189,12 @@ done
     _ss_p=; _ss_pns=
     read -r _ss_p _ss_pns 2>/dev/null <"$_ss_root/$_ss_reserved-${_ss_id%%.*}/pid" || :
     case $_ss_p in '' | *[!0-9]*) _ss_p= ;; esac
-    # A pid of this namespace that runs keeps it, whatever its age.
-    [ -z "$_ss_p" ] || [ ! -d "/proc/$_ss_p" ] || continue
+    # A pid of this namespace that runs keeps it, whatever its age; a
+    # zombie (killed, not yet reaped by whoever started it) runs no more.
+    if [ -n "$_ss_p" ] && [ -d "/proc/$_ss_p" ]; then
+      _ss_x=; read -r _ss_x </proc/"$_ss_p"/stat 2>/dev/null || :
+      case ${_ss_x##*") "} in Z* | X*) ;; *) continue ;; esac
+    fi
     [ "$_ss_age" = old ] || { [ -n "$_ss_p" ] && [ "$_ss_pns" = "$_ss_ns" ] && [ "$_ss_ns" != - ]; } || continue
     _ss_rmtree "$_ss_root/$_ss_o"
   done
