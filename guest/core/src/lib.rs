@@ -5,6 +5,7 @@
 //! `sandbox-exec` and `host-fs` imports. Because it has no I/O it unit-tests
 //! natively and can be fuzzed without a sandbox.
 //!
+//! - [`byte_name`]: names that are not UTF-8, carried in WIT strings.
 //! - [`sandbox_path`]: lexical confinement of sandbox paths under the remote dir.
 //! - [`quote`]: POSIX single-quoting for script text.
 //! - [`sample`]: whether sampled data is worth compressing.
@@ -21,6 +22,7 @@
 //! - [`token`]: unpredictable scratch names and commit tokens.
 #![deny(missing_docs)]
 
+pub mod byte_name;
 pub mod error;
 pub mod exclude;
 pub mod incremental;
@@ -40,7 +42,7 @@ pub mod tree;
 pub use error::{CommandFailure, Error, ErrorKind};
 
 /// Version of the WIT package (`wit/provider.wit`) this code speaks.
-pub const WIT_VERSION: &str = "0.2.8";
+pub const WIT_VERSION: &str = "0.2.9";
 
 /// Incremental syncs: the smallest file mapping whose target a re-sync may
 /// keep. Below it, sending the file costs less than the `stat` that could

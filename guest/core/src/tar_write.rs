@@ -12,6 +12,8 @@
 
 use tar::{EntryType, Header};
 
+use std::borrow::Cow;
+
 use crate::Error;
 
 /// Size of a tar block.
@@ -85,15 +87,22 @@ fn long_record_len(len: usize) -> u64 {
     }
 }
 
+/// A name or link target's bytes: components [`crate::byte_name`] spells
+/// out are turned back into theirs (a malformed spelling stays as it is,
+/// NUL and all, for [`check_field`] to refuse).
+fn raw(s: &str) -> Cow<'_, [u8]> {
+    crate::byte_name::decode_path(s).unwrap_or(Cow::Borrowed(s.as_bytes()))
+}
+
 impl Member<'_> {
     fn stored_name_len(&self) -> usize {
-        self.name.len() + usize::from(matches!(self.kind, MemberKind::Dir))
+        raw(self.name).len() + usize::from(matches!(self.kind, MemberKind::Dir))
     }
 
     /// Length of the header blocks (including long-name records), without contents.
     pub fn header_len(&self) -> u64 {
         let link = match self.kind {
-            MemberKind::Symlink { target } => target.len(),
+            MemberKind::Symlink { target } => raw(target).len(),
             _ => 0,
         };
         BLOCK + long_record_len(self.stored_name_len()) + long_record_len(link)
@@ -114,23 +123,24 @@ impl Member<'_> {
     /// [`crate::ErrorKind::InvalidRequest`] for names or targets that are empty,
     /// too long, or contain NUL.
     pub fn write_header(&self, out: &mut Vec<u8>) -> Result<(), Error> {
-        let mut name = self.name.to_owned();
+        let mut name = raw(self.name).into_owned();
         if matches!(self.kind, MemberKind::Dir) {
-            name.push('/');
+            name.push(b'/');
         }
-        check_field("name", self.name)?;
+        check_field("name", &raw(self.name))?;
         let (ty, size, link) = match self.kind {
             MemberKind::File { size } => (EntryType::Regular, size, None),
             MemberKind::Dir => (EntryType::Directory, 0, None),
             MemberKind::Symlink { target } => {
-                check_field("symlink target", target)?;
+                let target = raw(target);
+                check_field("symlink target", &target)?;
                 (EntryType::Symlink, 0, Some(target))
             }
         };
         if name.len() > NAME_FIELD {
             long_record(out, EntryType::GNULongName, &name);
         }
-        if let Some(target) = link.filter(|t| t.len() > NAME_FIELD) {
+        if let Some(target) = link.as_deref().filter(|t| t.len() > NAME_FIELD) {
             long_record(out, EntryType::GNULongLink, target);
         }
         let mut h = Header::new_gnu();
@@ -140,9 +150,9 @@ impl Member<'_> {
         h.set_mtime(self.mtime);
         h.set_uid(0);
         h.set_gid(0);
-        fill(&mut h.as_old_mut().name, name.as_bytes());
-        if let Some(target) = link {
-            fill(&mut h.as_old_mut().linkname, target.as_bytes());
+        fill(&mut h.as_old_mut().name, &name);
+        if let Some(target) = &link {
+            fill(&mut h.as_old_mut().linkname, target);
         }
         h.set_cksum();
         out.extend_from_slice(h.as_bytes());
@@ -150,10 +160,11 @@ impl Member<'_> {
     }
 }
 
-fn check_field(what: &str, s: &str) -> Result<(), Error> {
-    if s.is_empty() || s.len() > MAX_NAME || s.contains('\0') {
+fn check_field(what: &str, s: &[u8]) -> Result<(), Error> {
+    if s.is_empty() || s.len() > MAX_NAME || s.contains(&0) {
         return Err(Error::invalid(format!(
-            "{what} {s:?} is empty, longer than {MAX_NAME} bytes or contains NUL"
+            "{what} {:?} is empty, longer than {MAX_NAME} bytes or contains NUL",
+            s.escape_ascii().to_string()
         )));
     }
     Ok(())
@@ -164,7 +175,7 @@ fn fill(field: &mut [u8], bytes: &[u8]) {
     field[..n].copy_from_slice(&bytes[..n]);
 }
 
-fn long_record(out: &mut Vec<u8>, ty: EntryType, value: &str) {
+fn long_record(out: &mut Vec<u8>, ty: EntryType, value: &[u8]) {
     let mut h = Header::new_gnu();
     h.set_entry_type(ty);
     h.set_size(value.len() as u64 + 1);
@@ -172,7 +183,7 @@ fn long_record(out: &mut Vec<u8>, ty: EntryType, value: &str) {
     fill(&mut h.as_old_mut().name, b"././@LongLink");
     h.set_cksum();
     out.extend_from_slice(h.as_bytes());
-    out.extend_from_slice(value.as_bytes());
+    out.extend_from_slice(value);
     let used = value.len() as u64 + 1;
     out.resize(out.len() + 1 + padding(used) as usize, 0);
 }
@@ -255,6 +266,61 @@ mod tests {
         assert_eq!(seen[1].0, long);
         assert_eq!(seen[1].3, b"hello");
         assert_eq!(seen[2].1.as_deref(), Some(target.as_str()));
+    }
+
+    #[test]
+    fn spelled_out_names_are_written_as_their_bytes() {
+        // 60 bytes that are not UTF-8: 121 characters spelled out, yet
+        // short enough for the header's own field.
+        let comp = crate::byte_name::encode_component(&[0xe9; 60]).into_owned();
+        let name = format!("d/{comp}");
+        let target = format!("../\0ff/{comp}");
+        let members = [
+            (
+                Member {
+                    name: &name,
+                    kind: MemberKind::File { size: 1 },
+                    mode: 0o644,
+                    mtime: 0,
+                },
+                &b"x"[..],
+            ),
+            (
+                Member {
+                    name: "l",
+                    kind: MemberKind::Symlink { target: &target },
+                    mode: 0o777,
+                    mtime: 0,
+                },
+                &b""[..],
+            ),
+        ];
+        assert_eq!(members[0].0.header_len(), BLOCK);
+        let bytes = build(&members);
+        assert_eq!(
+            bytes.len() as u64,
+            members.iter().map(|(m, _)| m.archive_len()).sum::<u64>() + 2 * BLOCK
+        );
+        let mut ar = tar::Archive::new(&bytes[..]);
+        let mut seen = Vec::new();
+        for e in ar.entries().unwrap() {
+            let e = e.unwrap();
+            let link = e.link_name_bytes().map(|l| l.into_owned());
+            seen.push((e.path_bytes().into_owned(), link));
+        }
+        assert_eq!(seen[0].0, [&b"d/"[..], &[0xe9; 60]].concat());
+        assert_eq!(
+            seen[1].1.as_deref(),
+            Some([&b"../\xff/"[..], &[0xe9; 60]].concat().as_slice())
+        );
+        // A malformed spelling is refused, not written.
+        let m = Member {
+            name: "a/\0zz",
+            kind: MemberKind::Dir,
+            mode: 0o755,
+            mtime: 0,
+        };
+        assert!(m.write_header(&mut Vec::new()).is_err());
     }
 
     #[test]

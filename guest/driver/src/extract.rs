@@ -489,7 +489,8 @@ pub fn extract<I: ArchiveInput>(
         dir: staging,
         target: _,
     } = *into;
-    let mut parser = Parser::new(limits);
+    // Names that are not UTF-8 land where the host takes them back.
+    let mut parser = Parser::new(limits).with_byte_names(grant.byte_names());
     let mut tree = TreePolicy::new(limits.max_entries).escaping(links);
     let at = |p: &str| format!("{staging}/{p}");
     let joining = Joining::new(kept, held);

@@ -79,6 +79,10 @@ macro_rules! provider {
                 Vec<$crate::bindings::sandbox_sync::provider::types::OperationResult>,
                 $crate::bindings::sandbox_sync::provider::types::SyncError,
             > {
+                // Names that are not UTF-8 travel spelled out (`byte_name`).
+                for g in &sources {
+                    g.byte_names();
+                }
                 let sources: Vec<_> = sources.iter().collect();
                 $sync_in(&req, &sources)
             }
@@ -90,6 +94,9 @@ macro_rules! provider {
                 Vec<$crate::bindings::sandbox_sync::provider::types::OperationResult>,
                 $crate::bindings::sandbox_sync::provider::types::SyncError,
             > {
+                for g in &targets {
+                    g.byte_names();
+                }
                 let targets: Vec<_> = targets.iter().collect();
                 $sync_out(&req, &targets)
             }

@@ -19,10 +19,12 @@
 //! reserved `.paperclip-upload` prefix) are recorded and removed when the
 //! grant is dropped, so a trap or a deadline never leaves a staging tree.
 
+use std::borrow::Cow;
 use std::ffi::OsString;
 use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use cap_fs_ext::{DirExt, SystemTimeSpec};
@@ -32,6 +34,7 @@ use cap_std::fs::{
     PermissionsExt,
 };
 use rustix::fs::{AtFlags, Mode, OFlags};
+use sandbox_sync_core::byte_name;
 use sandbox_sync_core::sandbox_path::is_clean_relative;
 use sandbox_sync_core::SCRATCH_PREFIX;
 
@@ -55,6 +58,8 @@ pub struct GrantedDir {
     access: Access,
     /// Scratch entries created at the top level: (name, device, inode).
     scratch: Mutex<Vec<(String, u64, u64)>>,
+    /// Names that are not UTF-8 travel encoded (the component asked).
+    byte_names: AtomicBool,
 }
 
 enum Access {
@@ -131,6 +136,7 @@ impl GrantedDir {
             path: path.to_path_buf(),
             access,
             scratch: Mutex::new(Vec::new()),
+            byte_names: AtomicBool::new(false),
         })
     }
 
@@ -171,19 +177,38 @@ impl GrantedDir {
         }
     }
 
-    fn rel<'a>(&self, path: &'a str) -> Result<&'a Path, Error> {
+    fn rel<'a>(&self, path: &'a str) -> Result<Cow<'a, Path>, Error> {
         if path.is_empty() || path == "." {
-            return Ok(Path::new("."));
+            return Ok(Cow::Borrowed(Path::new(".")));
+        }
+        if self.byte_names() && byte_name::has_encoded(path) {
+            // Each component clean, encoded ones well formed (so none
+            // decodes to `.`, `..`, `/`, NUL or nothing).
+            let clean = !path.starts_with('/')
+                && path.split('/').all(|c| {
+                    !c.is_empty()
+                        && c != "."
+                        && c != ".."
+                        && byte_name::decode_component(c).is_some()
+                });
+            return match byte_name::decode_path(path) {
+                Some(bytes) if clean => Ok(Cow::Owned(PathBuf::from(OsString::from_vec(
+                    bytes.into_owned(),
+                )))),
+                _ => Err(Error::InvalidName(format!(
+                    "{path:?} is not a clean relative path"
+                ))),
+            };
         }
         if !is_clean_relative(path) {
             return Err(Error::NotPermitted(format!(
                 "{path:?} is not a clean relative path"
             )));
         }
-        Ok(Path::new(path))
+        Ok(Cow::Borrowed(Path::new(path)))
     }
 
-    fn write_rel<'a>(&self, path: &'a str) -> Result<&'a Path, Error> {
+    fn write_rel<'a>(&self, path: &'a str) -> Result<Cow<'a, Path>, Error> {
         if !self.writable() {
             return Err(Error::NotPermitted(format!(
                 "{} is granted read-only",
@@ -191,6 +216,19 @@ impl GrantedDir {
             )));
         }
         self.rel(path)
+    }
+
+    /// Whether names that are not UTF-8 are handed over encoded (see
+    /// [`GrantedDir::allow_byte_names`]).
+    fn byte_names(&self) -> bool {
+        self.byte_names.load(Ordering::Relaxed)
+    }
+
+    /// From now on, hands over each name component that is not UTF-8 as
+    /// [`byte_name::encode_component`] spells it, and takes such paths
+    /// back (`granted-dir.byte-names`, WIT 0.2.9).
+    pub fn allow_byte_names(&self) {
+        self.byte_names.store(true, Ordering::Relaxed);
     }
 
     /// `lstat` beneath the grant.
@@ -201,13 +239,14 @@ impl GrantedDir {
     /// [`Self::stat`] with the ctime, named for the path's last component.
     pub fn stat_times(&self, path: &str) -> Result<DirEntryTimes, Error> {
         let p = self.rel(path)?;
+        let p: &Path = &p;
         let meta = if p == Path::new(".") {
             self.dir.dir_metadata()
         } else {
             self.dir.symlink_metadata(p)
         };
         let meta = meta.map_err(|e| fs_error(path, &e))?;
-        let link_target = link_target(&self.dir, p, &meta, path)?;
+        let link_target = link_target(&self.dir, p, &meta, path, self.byte_names())?;
         Ok(DirEntryTimes {
             name: path.rsplit('/').next().unwrap_or(path).to_owned(),
             ctime_sec: meta.ctime(),
@@ -220,6 +259,7 @@ impl GrantedDir {
     pub fn stat_change(&self, path: &str, follow: bool) -> Result<DirEntryChange, Error> {
         let name = path.rsplit('/').next().unwrap_or(path).to_owned();
         let p = self.rel(path)?;
+        let p: &Path = &p;
         if follow && self.follows_links() {
             let st = rustix::fs::statat(&self.dir, p, AtFlags::empty())
                 .map_err(|e| fs_error(path, &e.into()))?;
@@ -238,7 +278,7 @@ impl GrantedDir {
             self.dir.symlink_metadata(p)
         }
         .map_err(|e| fs_error(path, &e))?;
-        let link_target = link_target(&self.dir, p, &meta, path)?;
+        let link_target = link_target(&self.dir, p, &meta, path, self.byte_names())?;
         Ok(DirEntryChange {
             name,
             ctime_sec: meta.ctime(),
@@ -251,6 +291,7 @@ impl GrantedDir {
     /// inside (or wherever they lead, for a `tar -h` grant).
     pub fn stat_follow(&self, path: &str) -> Result<Metadata, Error> {
         let p = self.rel(path)?;
+        let p: &Path = &p;
         if self.follows_links() {
             let st = rustix::fs::statat(&self.dir, p, AtFlags::empty())
                 .map_err(|e| fs_error(path, &e.into()))?;
@@ -265,19 +306,24 @@ impl GrantedDir {
             .map_err(|e| fs_error(path, &e))
     }
 
-    /// An entry name of directory `dir` as a string (WIT names are UTF-8).
-    fn entry_name(&self, dir: &Path, name: std::ffi::OsString) -> Result<String, Error> {
-        name.into_string().map_err(|n| {
-            Error::InvalidName(format!(
+    /// An entry name of directory `dir` as a string (WIT names are UTF-8;
+    /// others encoded where the component asked, else refused).
+    fn entry_name(&self, dir: &Path, name: OsString) -> Result<String, Error> {
+        name.into_string().or_else(|n| {
+            if self.byte_names() {
+                return Ok(byte_name::encode_component(n.as_bytes()).into_owned());
+            }
+            Err(Error::InvalidName(format!(
                 "{n:?} in {} is not UTF-8",
                 self.path.join(dir).display()
-            ))
+            )))
         })
     }
 
     /// Directory entries sorted by name.
     pub fn read_dir(&self, path: &str) -> Result<Vec<DirEntry>, Error> {
         let p = self.rel(path)?;
+        let p: &Path = &p;
         let mut out = Vec::new();
         for entry in self.dir.read_dir(p).map_err(|e| fs_error(path, &e))? {
             let entry = entry.map_err(|e| fs_error(path, &e))?;
@@ -321,6 +367,7 @@ impl GrantedDir {
     /// [`Self::read_dir_stat`] with each entry's ctime to the nanosecond.
     pub fn read_dir_change(&self, path: &str) -> Result<Vec<DirEntryChange>, Error> {
         let p = self.rel(path)?;
+        let p: &Path = &p;
         let dir = if p == Path::new(".") {
             self.dir.try_clone()
         } else if self.follows_links() {
@@ -333,9 +380,10 @@ impl GrantedDir {
         let mut out = Vec::new();
         for entry in dir.entries().map_err(|e| fs_error(path, &e))? {
             let entry = entry.map_err(|e| fs_error(path, &e))?;
-            let name = self.entry_name(p, entry.file_name())?;
+            let raw = entry.file_name();
+            let name = self.entry_name(p, raw.clone())?;
             let meta = entry.metadata().map_err(|e| fs_error(&name, &e))?;
-            let link_target = link_target(&dir, Path::new(&name), &meta, &name)?;
+            let link_target = link_target(&dir, Path::new(&raw), &meta, &name, self.byte_names())?;
             out.push(DirEntryChange {
                 ctime_sec: meta.ctime(),
                 ctime_nsec: u32::try_from(meta.ctime_nsec()).unwrap_or(0),
@@ -350,6 +398,7 @@ impl GrantedDir {
     /// Opens a regular file for reading.
     pub fn open_file(&self, path: &str) -> Result<std::fs::File, Error> {
         let p = self.rel(path)?;
+        let p: &Path = &p;
         let mut opts = OpenOptions::new();
         // A FIFO swapped in after planning must not block the open (it is
         // refused below); regular files ignore O_NONBLOCK.
@@ -401,6 +450,7 @@ impl GrantedDir {
     /// Creates a new file with exactly `mode` (see [`GrantedDir::create_exclusive`]).
     fn create_file(&self, path: &str, mode: u32) -> Result<std::fs::File, Error> {
         let p = self.write_rel(path)?;
+        let p: &Path = &p;
         let mut opts = OpenOptions::new();
         opts.write(true).create_new(true).mode(mode & 0o600);
         let file = self
@@ -417,6 +467,7 @@ impl GrantedDir {
     /// Creates a directory with exactly `mode`.
     pub fn mkdir(&self, path: &str, mode: u32) -> Result<(), Error> {
         let p = self.write_rel(path)?;
+        let p: &Path = &p;
         let mut b = DirBuilder::new();
         b.mode(mode & 0o700);
         self.dir
@@ -431,13 +482,30 @@ impl GrantedDir {
     /// Creates a symlink at `path` pointing at `target`.
     pub fn symlink(&self, target: &str, path: &str) -> Result<(), Error> {
         let p = self.write_rel(path)?;
-        self.dir.symlink(target, p).map_err(|e| fs_error(path, &e))
+        let p: &Path = &p;
+        let target: Cow<'_, Path> = if self.byte_names() && byte_name::has_encoded(target) {
+            match byte_name::decode_path(target) {
+                Some(b) => Cow::Owned(PathBuf::from(OsString::from_vec(b.into_owned()))),
+                None => {
+                    return Err(Error::InvalidName(format!(
+                        "link target {target:?} is not well formed"
+                    )))
+                }
+            }
+        } else {
+            Cow::Borrowed(Path::new(target))
+        };
+        self.dir
+            .symlink(&*target, p)
+            .map_err(|e| fs_error(path, &e))
     }
 
     /// Creates a hard link at `path` to `existing`.
     pub fn hard_link(&self, existing: &str, path: &str) -> Result<(), Error> {
         let src = self.write_rel(existing)?;
+        let src: &Path = &src;
         let p = self.write_rel(path)?;
+        let p: &Path = &p;
         self.dir
             .hard_link(src, &self.dir, p)
             .map_err(|e| fs_error(path, &e))
@@ -450,6 +518,7 @@ impl GrantedDir {
     pub fn link_files(&self, src: &str, dst: &str, names: &[String]) -> Result<u32, Error> {
         let open = |path: &str| {
             let p = self.write_rel(path)?;
+            let p: &Path = &p;
             if p == Path::new(".") {
                 self.dir.try_clone()
             } else {
@@ -461,13 +530,22 @@ impl GrantedDir {
         let mut made = 0u32;
         for name in names {
             let shown = || format!("{dst}/{name}");
-            // One clean component: no `/`, not `.`, `..` or empty, no NUL.
-            if name.contains('/') || !is_clean_relative(name) {
+            // One clean component: no `/`, not `.`, `..` or empty, no NUL
+            // (an encoded one well formed).
+            let raw = if name.contains('/') {
+                None
+            } else if self.byte_names() && byte_name::has_encoded(name) {
+                byte_name::decode_component(name)
+            } else {
+                is_clean_relative(name).then_some(Cow::Borrowed(name.as_bytes()))
+            };
+            let Some(raw) = raw else {
                 return Err(Error::InvalidName(format!(
                     "{name:?} is not one path component"
                 )));
-            }
-            rustix::fs::linkat(&from, name.as_str(), &to, name.as_str(), AtFlags::empty())
+            };
+            let raw = std::ffi::OsStr::from_bytes(&raw);
+            rustix::fs::linkat(&from, raw, &to, raw, AtFlags::empty())
                 .map_err(|e| fs_error(&shown(), &std::io::Error::from(e)))?;
             made = made.saturating_add(1);
         }
@@ -477,7 +555,9 @@ impl GrantedDir {
     /// Renames `src` onto `dst`.
     pub fn rename(&self, src: &str, dst: &str) -> Result<(), Error> {
         let s = self.write_rel(src)?;
+        let s: &Path = &s;
         let d = self.write_rel(dst)?;
+        let d: &Path = &d;
         self.dir
             .rename(s, &self.dir, d)
             .map_err(|e| fs_error(dst, &e))
@@ -486,6 +566,7 @@ impl GrantedDir {
     /// Sets permission bits; refuses symlinks.
     pub fn set_mode(&self, path: &str, mode: u32) -> Result<(), Error> {
         let p = self.write_rel(path)?;
+        let p: &Path = &p;
         if p != Path::new(".") {
             let meta = self
                 .dir
@@ -503,6 +584,7 @@ impl GrantedDir {
     /// Sets the modification time without following a final symlink.
     pub fn set_mtime(&self, path: &str, sec: i64, nsec: u32) -> Result<(), Error> {
         let p = self.write_rel(path)?;
+        let p: &Path = &p;
         let when = std::time::UNIX_EPOCH
             + std::time::Duration::new(u64::try_from(sec).unwrap_or(0), nsec.min(999_999_999));
         let when = SystemTimeSpec::Absolute(cap_std::time::SystemTime::from_std(when));
@@ -514,6 +596,7 @@ impl GrantedDir {
     /// Removes a file, symlink or whole directory tree, never following links.
     pub fn remove(&self, path: &str) -> Result<(), Error> {
         let p = self.write_rel(path)?;
+        let p: &Path = &p;
         if p == Path::new(".") {
             return Err(Error::NotPermitted(
                 "refusing to remove the granted directory itself".into(),
@@ -534,6 +617,7 @@ impl GrantedDir {
     /// Flushes a file or directory to stable storage.
     pub fn sync(&self, path: &str) -> Result<(), Error> {
         let p = self.rel(path)?;
+        let p: &Path = &p;
         let f = if p == Path::new(".") {
             self.dir.try_clone().map(|d| d.into_std_file())
         } else {
@@ -546,6 +630,7 @@ impl GrantedDir {
     /// component built at its top level: see [`replace`].
     pub fn replace_with(&mut self, staged: &str) -> Result<(), Error> {
         let p = self.write_rel(staged)?;
+        let p: &Path = &p;
         if staged.contains('/') || !staged.starts_with(SCRATCH_PREFIX) {
             return Err(Error::NotPermitted(format!(
                 "{staged:?} is not a scratch directory at the top of the grant"
@@ -646,6 +731,7 @@ fn link_target(
     path: &Path,
     meta: &cap_std::fs::Metadata,
     shown: &str,
+    byte_names: bool,
 ) -> Result<Option<String>, Error> {
     if !meta.file_type().is_symlink() {
         return Ok(None);
@@ -653,10 +739,14 @@ fn link_target(
     let t = dir
         .read_link_contents(path)
         .map_err(|e| fs_error(shown, &e))?;
-    t.into_os_string()
-        .into_string()
-        .map(Some)
-        .map_err(|t| Error::InvalidName(format!("link target {t:?} is not UTF-8")))
+    t.into_os_string().into_string().map(Some).or_else(|t| {
+        if byte_names {
+            return Ok(Some(byte_name::encode_path(t.as_bytes()).into_owned()));
+        }
+        Err(Error::InvalidName(format!(
+            "link target {t:?} is not UTF-8"
+        )))
+    })
 }
 
 fn fs_error(path: &str, e: &io::Error) -> Error {

@@ -59,6 +59,11 @@ impl HostGrantedDir for ShimState {
         Ok(self.table.get(&this)?.writable())
     }
 
+    async fn byte_names(&mut self, this: Resource<GrantedDir>) -> wasmtime::Result<bool> {
+        self.table.get(&this)?.allow_byte_names();
+        Ok(true)
+    }
+
     async fn stat(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<Metadata> {
         Ok(self.table.get(&this)?.stat(&path)?.into())
     }

@@ -149,7 +149,10 @@ impl<'l> Keeper<'l> {
                 let before = line.len();
                 line.extend_from_slice(t.hex().as_bytes());
                 line.extend_from_slice(b" ./");
-                line.extend_from_slice(rel.as_bytes());
+                // The sandbox records the name's own bytes (its listing
+                // names them so: see `byte_name`).
+                let raw = sandbox_sync_core::byte_name::decode_path(rel);
+                line.extend_from_slice(raw.as_deref().unwrap_or(rel.as_bytes()));
                 line.push(b'\n');
                 self.token_bytes += line.len() - before;
             }

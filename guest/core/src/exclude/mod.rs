@@ -99,11 +99,18 @@ impl Excluder {
     /// Walkers call this on each entry and skip the subtree of an excluded
     /// directory, which gives tar's "excluded directories are not descended".
     pub fn matches(&self, rel: &str) -> bool {
+        // A name that is not UTF-8 (spelled out, see `byte_name`): glibc's
+        // fnmatch cannot convert it to characters and matches bytes.
+        if crate::byte_name::has_encoded(rel) {
+            if let Some(raw) = crate::byte_name::decode_path(rel) {
+                return self.matches_bytes(&raw);
+            }
+        }
         let mut chars: Option<Vec<u32>> = None;
         let mut bytes: Option<Vec<u32>> = None;
         for p in &self.patterns {
             let hit = match p {
-                Compiled::Literal(lit) => literal_matches(lit, rel),
+                Compiled::Literal(lit) => literal_matches(lit.as_bytes(), rel.as_bytes()),
                 Compiled::Glob {
                     wide,
                     bytes: b,
@@ -123,6 +130,16 @@ impl Excluder {
             }
         }
         false
+    }
+
+    /// [`Excluder::matches`] for a name that is not UTF-8: literals and
+    /// the byte pass only.
+    fn matches_bytes(&self, rel: &[u8]) -> bool {
+        let bytes: Vec<u32> = rel.iter().map(|&b| u32::from(b)).collect();
+        self.patterns.iter().any(|p| match p {
+            Compiled::Literal(lit) => literal_matches(lit.as_bytes(), rel),
+            Compiled::Glob { bytes: b, .. } => b.matches(&bytes),
+        })
     }
 
     /// True when `rel` or any of its ancestors matches (for flat entry lists).
@@ -171,16 +188,16 @@ fn unescape(p: &str) -> String {
 /// gnulib's hash lookup with `FNM_LEADING_DIR` and no anchoring: `lit`
 /// equals the name after dropping leading components (at every `/`) and then
 /// trailing ones (at every `/`).
-fn literal_matches(lit: &str, rel: &str) -> bool {
+fn literal_matches(lit: &[u8], rel: &[u8]) -> bool {
     let mut start = 0;
     loop {
         let rest = &rel[start..];
         if let Some(after) = rest.strip_prefix(lit) {
-            if after.is_empty() || after.starts_with('/') {
+            if after.is_empty() || after.starts_with(b"/") {
                 return true;
             }
         }
-        match rest.find('/') {
+        match rest.iter().position(|&b| b == b'/') {
             Some(i) => start += i + 1,
             None => return false,
         }

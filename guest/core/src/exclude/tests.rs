@@ -327,3 +327,30 @@ fn patterns_tar_accepts_are_accepted() {
     let err = Excluder::new(&["a\0b".to_string()]).unwrap_err();
     assert_eq!(err.kind, crate::ErrorKind::InvalidRequest);
 }
+
+/// Names that are not UTF-8, spelled out as the hosts hand them over:
+/// matched by bytes, as tar 1.34 in C.UTF-8 excluded them.
+#[test]
+fn names_that_are_not_utf8_match_by_bytes() {
+    let name = |b: &[u8]| crate::byte_name::encode_path(b).into_owned();
+    let (log, txt) = (name(b"caf\xe9.log"), name(b"caf\xe9.txt"));
+    let nm = name(b"node_modules/\xff");
+    let xy = name(b"x\xe9\xe9y");
+    for (pattern, excluded) in [
+        ("*.log", vec![&log]),
+        ("caf?.log", vec![&log]),
+        ("node_modules", vec![&nm]),
+        ("x??y", vec![&xy]),
+        ("x?y", vec![]),
+        ("x*y", vec![&xy]),
+        ("*[\u{e9}]*", vec![]),
+        ("caf[!a].txt", vec![&txt]),
+    ] {
+        let e = ex(&[pattern]);
+        let got: Vec<&String> = [&log, &txt, &nm, &xy]
+            .into_iter()
+            .filter(|n| e.matches(n))
+            .collect();
+        assert_eq!(got, excluded, "{pattern}");
+    }
+}

@@ -337,7 +337,9 @@ impl InboundSink {
 
 impl Sink for InboundSink {
     fn line(&mut self, n: u32, bytes: &[u8]) {
-        let tokened = std::str::from_utf8(bytes).ok().and_then(|line| {
+        // A name that is not UTF-8 as the hosts spell it (`byte_name`).
+        let line = crate::byte_name::encode_path(bytes);
+        let tokened = Some(line.as_ref()).and_then(|line| {
             let (token, path) = line.split_once(' ')?;
             let path = path.strip_prefix("./")?;
             (!path.is_empty() && path.len() <= PATH_MAX).then_some((path, Token::parse(token)?))
@@ -498,10 +500,8 @@ impl Sink for OutboundSink {
         let Some(probe) = &self.probe else {
             return;
         };
-        let Some((path, token)) = std::str::from_utf8(bytes)
-            .ok()
-            .and_then(|l| identified(l, probe))
-            .filter(|(p, _)| p.len() <= PATH_MAX)
+        let line = crate::byte_name::encode_path(bytes);
+        let Some((path, token)) = identified(&line, probe).filter(|(p, _)| p.len() <= PATH_MAX)
         else {
             return;
         };

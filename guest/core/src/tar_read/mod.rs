@@ -19,7 +19,7 @@ use header::{type_name, MemberHeader};
 use pax::Pax;
 use tar::EntryType;
 
-use crate::sandbox_path::is_clean_relative;
+use crate::byte_name::{self, is_clean_relative};
 use crate::tar_write::{padded, BLOCK};
 use crate::Error;
 
@@ -167,6 +167,7 @@ impl Pending {
 /// Streaming parser state for one archive.
 pub struct Parser {
     limits: Limits,
+    byte_names: bool,
     entries: u64,
     metadata: u64,
     payload: u64,
@@ -178,11 +179,20 @@ impl Parser {
     pub fn new(limits: Limits) -> Self {
         Parser {
             limits,
+            byte_names: false,
             entries: 0,
             metadata: 0,
             payload: 0,
             done: false,
         }
+    }
+
+    /// Accepts names and link targets that are not UTF-8, handing them on
+    /// as [`byte_name`] spells them (for a host that takes such names back);
+    /// without it they are refused.
+    pub fn with_byte_names(mut self, on: bool) -> Self {
+        self.byte_names = on;
+        self
     }
 
     /// Entries accepted so far.
@@ -320,7 +330,7 @@ impl Parser {
 
     /// A clean relative name; directories may end in `/`, which is dropped.
     fn member_name(&mut self, raw: Vec<u8>, is_dir: bool) -> Result<String, Error> {
-        let mut name = text("member name", raw)?;
+        let mut name = text("member name", raw, self.byte_names)?;
         if name.ends_with('/') {
             if !is_dir {
                 return Err(Error::unsafe_archive(format!(
@@ -336,7 +346,10 @@ impl Parser {
                 "member name {name:?} is absolute, empty or contains . or .. components"
             )));
         }
-        if name.split('/').any(|c| c.len() > MAX_COMPONENT) {
+        if name
+            .split('/')
+            .any(|c| byte_name::component_len(c) > MAX_COMPONENT)
+        {
             return Err(Error::unsafe_archive(format!(
                 "member name {:?}… has a component longer than {MAX_COMPONENT} bytes",
                 name.chars().take(64).collect::<String>()
@@ -365,7 +378,7 @@ impl Parser {
                 type_name(t)
             )));
         }
-        let link = text("link target", raw_link)?;
+        let link = text("link target", raw_link, self.byte_names)?;
         if link.is_empty() {
             return Err(Error::unsafe_archive(format!(
                 "link {name:?} has an empty target"
@@ -411,27 +424,33 @@ fn strip_nul(mut v: Vec<u8>) -> Result<Vec<u8>, Error> {
     Ok(v)
 }
 
-/// Validates a name or link target: UTF-8 (paths cross the WIT boundary
-/// as strings), bounded, no NUL. Other control characters are data: a
-/// file system allows them (macOS writes `Icon\r`), they travel the other
-/// way too, and every message shows a name escaped.
-fn text(what: &str, raw: Vec<u8>) -> Result<String, Error> {
+/// Validates a name or link target: bounded, no NUL, and UTF-8 (paths
+/// cross the WIT boundary as strings) unless `byte_names`, where each
+/// component that is not UTF-8 is spelled as [`byte_name`] says. Other
+/// control characters are data: a file system allows them (macOS writes
+/// `Icon\r`), they travel the other way too, and every message shows a
+/// name escaped.
+fn text(what: &str, raw: Vec<u8>, byte_names: bool) -> Result<String, Error> {
     if raw.len() > MAX_NAME {
         return Err(Error::unsafe_archive(format!(
             "{what} of {} bytes exceeds {MAX_NAME}",
             raw.len()
         )));
     }
-    let s = String::from_utf8(raw).map_err(|e| {
-        Error::unsafe_archive(format!(
+    if raw.contains(&0) {
+        return Err(Error::unsafe_archive(format!(
+            "{what} {:?} contains NUL",
+            raw.escape_ascii().to_string()
+        )));
+    }
+    match String::from_utf8(raw) {
+        Ok(s) => Ok(s),
+        Err(e) if byte_names => Ok(byte_name::encode_path(e.as_bytes()).into_owned()),
+        Err(e) => Err(Error::unsafe_archive(format!(
             "{what} is not UTF-8: {:?}",
             String::from_utf8_lossy(e.as_bytes())
-        ))
-    })?;
-    if s.contains('\0') {
-        return Err(Error::unsafe_archive(format!("{what} {s:?} contains NUL")));
+        ))),
     }
-    Ok(s)
 }
 
 #[cfg(test)]
@@ -483,7 +502,11 @@ mod tests {
 
     /// Reads every entry, skipping contents through the same source.
     fn parse_from(src: &mut dyn Source) -> Result<Vec<Entry>, Error> {
-        let mut p = Parser::new(LIMITS);
+        parse_with(src, false)
+    }
+
+    fn parse_with(src: &mut dyn Source, byte_names: bool) -> Result<Vec<Entry>, Error> {
+        let mut p = Parser::new(LIMITS).with_byte_names(byte_names);
         let mut out = Vec::new();
         let mut block = [0u8; BLOCK as usize];
         while let Some(e) = p.next_entry(src)? {
@@ -691,6 +714,28 @@ mod tests {
         let mut v = record(b'K', b"t\0x");
         v.extend_from_slice(&header(b"l", b'2', 0, 0o777, b""));
         refuses(with_end(v), "NUL");
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_spelled_out_where_the_host_takes_them() {
+        let long = [b'\xe9'; MAX_COMPONENT];
+        let mut v = file(b"d/caf\xe9", b"");
+        v.extend(record(b'L', &[&b"x/"[..], &long[..], b"\0"].concat()));
+        v.extend(file(b"c", b""));
+        v.extend_from_slice(&header(b"l", b'2', 0, 0o777, b"../\xff"));
+        v.extend_from_slice(&header(b"h", b'1', 0, 0o644, b"d/caf\xe9"));
+        let got = parse_with(&mut &with_end(v.clone())[..], true).unwrap();
+        let long_name = format!("x/\0{}", "e9".repeat(MAX_COMPONENT));
+        assert_eq!(got[0].path, "d/\x00636166e9");
+        assert_eq!(got[1].path, long_name);
+        assert_eq!(got[2].kind, EntryKind::Symlink("../\0ff".into()));
+        assert_eq!(got[3].kind, EntryKind::HardLink("d/\x00636166e9".into()));
+        refuses(with_end(v), "UTF-8");
+        // Still one component at most NAME_MAX bytes long, however spelled.
+        let mut v = record(b'L', &[&long[..], b"\xe9\0"].concat());
+        v.extend(file(b"c", b""));
+        let e = parse_with(&mut &with_end(v)[..], true).unwrap_err();
+        assert!(e.to_string().contains("longer than"), "{e}");
     }
 
     #[test]
