@@ -359,12 +359,12 @@ pub fn corpus() -> Vec<(&'static str, Vec<u8>)> {
             cat(&[gnu_long(b'L', b"a\0/../../b"), file(b"c", b"")]),
         ),
         // (A newline, a tab or an escape in a name is data, not an attack:
-        // `names::*` syncs such names both ways.)
+        // `names::*` syncs such names both ways; so is a name that is not
+        // UTF-8, where the host takes it back: WIT 0.2.9.)
         (
             "nul-in-link-target",
             cat(&[gnu_long(b'K', b"x\0/../../etc"), symlink(b"l", b"")]),
         ),
-        ("invalid-utf8-name", cat(&[file(b"\xff\xfe", b"")])),
         (
             "backslash-dotdot-link",
             cat(&[symlink(b"l", b"..\\..\\x"), symlink(b"m", b"../../y")]),
