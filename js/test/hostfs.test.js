@@ -649,7 +649,16 @@ test('replaceWith swaps the staged tree in, with its mode; the old contents go',
   assert.equal(g.stat('').inode, BigInt(staged));
   writeAndDrop(g.createExclusive('after', 0o600), 'x');
   assert.ok(fs.existsSync(inGrant('after')));
-  assert.equal(scratch.length, 1);
+  // The staging dir, then what the swap names beside the grant (for the
+  // main thread, should this thread end mid-swap).
+  assert.deepEqual(
+    scratch.map(([name, , , beside]) => [name.replace(/-[0-9]+-[0-9a-f]+$/, ''), beside ?? null]),
+    [
+      ['.paperclip-upload-stage', null],
+      ['.paperclip-upload-replace', 'staged'],
+      ['.paperclip-upload-old', 'old'],
+    ],
+  );
 });
 
 test('replaceWith refusals and failures leave the directory as it was', () => {

@@ -154,3 +154,31 @@ test('what a gone process left beside a target goes with the next sync-out, and 
   await performSyncOut(spec('out', remote, join(remote, 'out'), target));
   assert.deepEqual(readdirSync(parent).sort(), [live, 'target']);
 });
+
+test('a swap cut between its renames is settled by the main thread: the old tree back, the new one gone', async () => {
+  const { removeScratch } = await import('../src/scratch.js');
+  const { lstatSync, renameSync, readFileSync } = await import('node:fs');
+  const parent = mkdtempSync(join(tmp, 'settle-'));
+  const grant = join(parent, 'target');
+  mkdirSync(grant);
+  writeFileSync(join(grant, 'old-file'), 'old');
+  const staged = join(parent, '.paperclip-upload-replace-1-ab');
+  mkdirSync(staged);
+  const st = (p) => lstatSync(p, { bigint: true });
+  const entries = [
+    { name: '.paperclip-upload-replace-1-ab', dev: st(staged).dev, ino: st(staged).ino, beside: 'staged' },
+    { name: '.paperclip-upload-old-1-cd', dev: st(grant).dev, ino: st(grant).ino, beside: 'old' },
+  ];
+  // Cut after the grant went aside, before the staged tree took its name.
+  renameSync(grant, join(parent, '.paperclip-upload-old-1-cd'));
+  assert.deepEqual(removeScratch(grant, entries), []);
+  assert.deepEqual(readdirSync(parent), ['target']);
+  assert.equal(readFileSync(join(grant, 'old-file'), 'utf8'), 'old');
+  // Cut after the swap, before the old tree was removed: the old tree goes.
+  const old = join(parent, '.paperclip-upload-old-1-cd');
+  renameSync(grant, old);
+  mkdirSync(grant);
+  assert.deepEqual(removeScratch(grant, [entries[1]]), []);
+  assert.deepEqual(readdirSync(parent), ['target']);
+  assert.deepEqual(readdirSync(grant), []);
+});
