@@ -110,6 +110,8 @@ async function terminateThread(direction, s, delay) {
   // The call's worker (a new one, or the idle one it took) has been posted its call.
   for (const w of started.splice(0)) await w.terminate();
   await call;
+  // The sandbox program the call started ends once its execs are aborted.
+  await new Promise((ok) => setTimeout(ok, 300));
 }
 
 /** Runs the call in a Node process of its own and SIGKILLs it after `delay` ms. */
