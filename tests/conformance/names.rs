@@ -152,7 +152,13 @@ fn names_that_are_not_utf8_travel_both_ways(u: Env) {
     std::os::unix::fs::symlink(os(b"caf\xe9.txt"), src.join(os(b"l\xe9"))).unwrap();
     let mut m = dir(&src, sb.remote("ws"));
     m.exclude = Some(vec!["*.log".into()]);
-    let into = |sb: &Sandbox| sb.sync_in(&[op("in", vec![m.clone()])]).expect("sync-in");
+    // Incremental whatever the run's default (SANDBOX_SYNC_INCREMENTAL).
+    let into = |sb: &Sandbox| {
+        let mut opts = sb.options();
+        opts.incremental = true;
+        sb.sync_in_with(&[op("in", vec![m.clone()])], &opts)
+            .expect("sync-in")
+    };
     let expected = |root: &std::path::Path| {
         let mut t = byte_tree(root);
         t.remove(&b"caf\xe9.log"[..]);
