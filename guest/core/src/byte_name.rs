@@ -106,14 +106,6 @@ pub fn has_encoded(s: &str) -> bool {
     s.contains(MARK)
 }
 
-/// `s` for a message: encoded components shown as their bytes, escaped.
-pub fn display(s: &str) -> Cow<'_, str> {
-    match decode_path(s) {
-        Some(b) if has_encoded(s) => Cow::Owned(b.escape_ascii().to_string()),
-        _ => Cow::Borrowed(s),
-    }
-}
-
 fn hex_digit(n: u8) -> char {
     char::from(b"0123456789abcdef"[usize::from(n & 0xf)])
 }
@@ -158,7 +150,6 @@ mod tests {
         let s = encode_path(path);
         assert_eq!(s, "ok/\x00636166e9/\x0078ff/\0e9e92e747874");
         assert_eq!(decode_path(&s).unwrap(), &path[..]);
-        assert_eq!(display(&s), "ok/caf\\xe9/x\\xff/\\xe9\\xe9.txt");
     }
 
     #[test]

@@ -123,11 +123,12 @@ impl Member<'_> {
     /// [`crate::ErrorKind::InvalidRequest`] for names or targets that are empty,
     /// too long, or contain NUL.
     pub fn write_header(&self, out: &mut Vec<u8>) -> Result<(), Error> {
-        let mut name = raw(self.name).into_owned();
+        let name = raw(self.name);
+        check_field("name", &name)?;
+        let mut name = name.into_owned();
         if matches!(self.kind, MemberKind::Dir) {
             name.push(b'/');
         }
-        check_field("name", &raw(self.name))?;
         let (ty, size, link) = match self.kind {
             MemberKind::File { size } => (EntryType::Regular, size, None),
             MemberKind::Dir => (EntryType::Directory, 0, None),

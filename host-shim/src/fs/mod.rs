@@ -184,21 +184,12 @@ impl GrantedDir {
         if self.byte_names() && byte_name::has_encoded(path) {
             // Each component clean, encoded ones well formed (so none
             // decodes to `.`, `..`, `/`, NUL or nothing).
-            let clean = !path.starts_with('/')
-                && path.split('/').all(|c| {
-                    !c.is_empty()
-                        && c != "."
-                        && c != ".."
-                        && byte_name::decode_component(c).is_some()
+            return byte_name::is_clean_relative(path)
+                .then(|| os_path(path))
+                .flatten()
+                .ok_or_else(|| {
+                    Error::InvalidName(format!("{path:?} is not a clean relative path"))
                 });
-            return match byte_name::decode_path(path) {
-                Some(bytes) if clean => Ok(Cow::Owned(PathBuf::from(OsString::from_vec(
-                    bytes.into_owned(),
-                )))),
-                _ => Err(Error::InvalidName(format!(
-                    "{path:?} is not a clean relative path"
-                ))),
-            };
         }
         if !is_clean_relative(path) {
             return Err(Error::NotPermitted(format!(
@@ -483,15 +474,10 @@ impl GrantedDir {
     pub fn symlink(&self, target: &str, path: &str) -> Result<(), Error> {
         let p = self.write_rel(path)?;
         let p: &Path = &p;
-        let target: Cow<'_, Path> = if self.byte_names() && byte_name::has_encoded(target) {
-            match byte_name::decode_path(target) {
-                Some(b) => Cow::Owned(PathBuf::from(OsString::from_vec(b.into_owned()))),
-                None => {
-                    return Err(Error::InvalidName(format!(
-                        "link target {target:?} is not well formed"
-                    )))
-                }
-            }
+        let target = if self.byte_names() {
+            os_path(target).ok_or_else(|| {
+                Error::InvalidName(format!("link target {target:?} is not well formed"))
+            })?
         } else {
             Cow::Borrowed(Path::new(target))
         };
@@ -726,6 +712,15 @@ fn to_metadata(m: &cap_std::fs::Metadata, link_target: Option<String>) -> Metada
 }
 
 /// The target of `path` in `dir` when `meta` says it is a symlink.
+/// The host path a component's `path` names, its spelled-out components
+/// (see [`byte_name`]) as their bytes; `None` if one is malformed.
+fn os_path(path: &str) -> Option<Cow<'_, Path>> {
+    Some(match byte_name::decode_path(path)? {
+        Cow::Borrowed(b) => Cow::Borrowed(Path::new(std::ffi::OsStr::from_bytes(b))),
+        Cow::Owned(b) => Cow::Owned(PathBuf::from(OsString::from_vec(b))),
+    })
+}
+
 fn link_target(
     dir: &Dir,
     path: &Path,

@@ -339,8 +339,7 @@ impl Sink for InboundSink {
     fn line(&mut self, n: u32, bytes: &[u8]) {
         // A name that is not UTF-8 as the hosts spell it (`byte_name`).
         let line = crate::byte_name::encode_path(bytes);
-        let tokened = Some(line.as_ref()).and_then(|line| {
-            let (token, path) = line.split_once(' ')?;
+        let tokened = line.split_once(' ').and_then(|(token, path)| {
             let path = path.strip_prefix("./")?;
             (!path.is_empty() && path.len() <= PATH_MAX).then_some((path, Token::parse(token)?))
         });
