@@ -10,39 +10,55 @@ import { SCRATCH_PREFIX } from './confine.js';
 const { O_DIRECTORY } = constants;
 
 /**
+ * Runs `fn(fd)` on directory `path` opened O_PATH, and returns its failures'
+ * messages; a directory that is gone has nothing to sweep.
+ */
+function inDirectory(path, fn) {
+  let fd;
+  try {
+    fd = openSync(path, O_PATH | O_DIRECTORY);
+  } catch (e) {
+    return e.code === 'ENOENT' ? [] : [`${path}: ${e.message}`];
+  }
+  try {
+    return fn(fd);
+  } finally {
+    closeFd(fd);
+  }
+}
+
+/** Whether `name` in directory `fd` is a scratch name still naming the entry (`dev`, `ino`) noted. */
+function stillNoted(fd, { name, dev, ino }) {
+  if (typeof name !== 'string' || name.includes('/') || !name.startsWith(SCRATCH_PREFIX)) return false;
+  const st = lstatSync(at(fd, name), { bigint: true, throwIfNoEntry: false });
+  return st?.dev === BigInt(dev) && st.ino === BigInt(ino);
+}
+
+/**
  * Removes the scratch entries `[{name, dev, ino}]` a component created at the
  * top of the grant `grantPath`, each only if it is still the very entry
  * created (same device and inode): a whole tree for a directory, never
  * following a symlink. For the host's main thread when a call ends, whatever
- * ended it (the worker may be gone). Returns the failures' messages.
+ * ended it (the worker may be gone). Entries noted `beside` the grant are
+ * settled (see `settleBeside`). Returns the failures' messages.
  */
 export function removeScratch(grantPath, entries) {
-  const failures = [];
   const beside = entries.filter((e) => e.beside);
-  if (beside.length > 0) {
-    failures.push(...settleBeside(grantPath, beside));
-    entries = entries.filter((e) => !e.beside);
-  }
-  let fd;
-  try {
-    fd = openSync(grantPath, O_PATH | O_DIRECTORY);
-  } catch (e) {
-    return e.code === 'ENOENT' ? [] : [`${grantPath}: ${e.message}`];
-  }
-  try {
-    for (const { name, dev, ino } of entries) {
-      if (typeof name !== 'string' || name.includes('/') || !name.startsWith(SCRATCH_PREFIX)) continue;
-      try {
-        const st = lstatSync(at(fd, name), { bigint: true, throwIfNoEntry: false });
-        if (st?.dev === BigInt(dev) && st.ino === BigInt(ino)) removeEntry(fd, name, name);
-      } catch (e) {
-        failures.push(`could not remove scratch ${join(grantPath, name)}: ${e.val ?? e.message}`);
-      }
-    }
-  } finally {
-    closeFd(fd);
-  }
-  return failures;
+  const failures = beside.length > 0 ? settleBeside(grantPath, beside) : [];
+  return failures.concat(
+    inDirectory(grantPath, (fd) =>
+      entries
+        .filter((e) => !e.beside)
+        .flatMap((e) => {
+          try {
+            if (stillNoted(fd, e)) removeEntry(fd, e.name, e.name);
+            return [];
+          } catch (err) {
+            return [`could not remove scratch ${join(grantPath, e.name)}: ${err.val ?? err.message}`];
+          }
+        }),
+    ),
+  );
 }
 
 /**
@@ -53,34 +69,23 @@ export function removeScratch(grantPath, entries) {
  * only while it is still the very entry named (device and inode).
  */
 function settleBeside(grantPath, entries) {
-  const failures = [];
   const parentPath = dirname(resolve(grantPath));
   const grantName = basename(resolve(grantPath));
-  let fd;
-  try {
-    fd = openSync(parentPath, O_PATH | O_DIRECTORY);
-  } catch (e) {
-    return e.code === 'ENOENT' ? [] : [`${parentPath}: ${e.message}`];
-  }
-  try {
-    for (const { name, dev, ino, beside } of entries) {
-      if (typeof name !== 'string' || name.includes('/') || !name.startsWith(SCRATCH_PREFIX)) continue;
+  return inDirectory(parentPath, (fd) =>
+    entries.flatMap((e) => {
       try {
-        const st = lstatSync(at(fd, name), { bigint: true, throwIfNoEntry: false });
-        if (st?.dev !== BigInt(dev) || st.ino !== BigInt(ino)) continue;
-        if (beside === 'old' && !lstatSync(at(fd, grantName), { throwIfNoEntry: false })) {
-          renameSync(at(fd, name), at(fd, grantName));
+        if (!stillNoted(fd, e)) return [];
+        if (e.beside === 'old' && !lstatSync(at(fd, grantName), { throwIfNoEntry: false })) {
+          renameSync(at(fd, e.name), at(fd, grantName));
         } else {
-          removeEntry(fd, name, name);
+          removeEntry(fd, e.name, e.name);
         }
-      } catch (e) {
-        failures.push(`could not settle ${join(parentPath, name)}: ${e.val ?? e.message}`);
+        return [];
+      } catch (err) {
+        return [`could not settle ${join(parentPath, e.name)}: ${err.val ?? err.message}`];
       }
-    }
-  } finally {
-    closeFd(fd);
-  }
-  return failures;
+    }),
+  );
 }
 
 /** The pid a host scratch name beside a target (`<prefix>-replace-<pid>-<n>`, `<prefix>-old-<pid>-<n>`) names, if that process is gone. */
@@ -112,13 +117,7 @@ export function sweepBeside(target) {
   }
   const stale = names.filter((n) => deadHostScratch(n) !== null);
   if (stale.length === 0) return;
-  let fd;
-  try {
-    fd = openSync(parentPath, O_PATH | O_DIRECTORY);
-  } catch {
-    return;
-  }
-  try {
+  inDirectory(parentPath, (fd) => {
     for (const name of stale) {
       try {
         removeEntry(fd, name, name);
@@ -126,7 +125,6 @@ export function sweepBeside(target) {
         // Best effort: the next sync-out tries again.
       }
     }
-  } finally {
-    closeFd(fd);
-  }
+    return [];
+  });
 }
