@@ -251,6 +251,13 @@ mod swept {
         let live = scratch(".paperclip-upload-00000000000000a1", Some(1));
         let live_in = plain(".paperclip-upload-00000000000000a1.in");
         let fresh = scratch(".paperclip-upload-00000000000000f1", None);
+        // A program killed between making its dir and writing its pid (an
+        // empty pid file, or none), however new: nothing to keep.
+        let unnamed = remote.join(".paperclip-upload-00000000000000e1");
+        sb.write_remote(".paperclip-upload-00000000000000e1/pid", b"");
+        let bare = remote.join(".paperclip-upload-00000000000000e2");
+        std::fs::create_dir_all(&bare).unwrap();
+        sb.give_to_sandbox(&bare);
         // Where the record lived before issue 46: removed, whatever its age.
         let state = plain(LEGACY_STATE_FILE);
         let own = plain("notes.txt");
@@ -269,7 +276,7 @@ mod swept {
         let src = sb.write_host("a.txt", b"alpha");
         sb.sync_in(&[op("o", vec![file(&src, sb.remote("a.txt"))])])
             .unwrap();
-        for gone in [&dead, &dead_in, &orphan, &state] {
+        for gone in [&dead, &dead_in, &orphan, &state, &unnamed, &bare] {
             assert!(!gone.exists(), "{} was not swept", gone.display());
         }
         for kept in [&live, &live_in, &fresh, &own] {

@@ -129,7 +129,13 @@ _ss_rec=0
 _ss_keepS=
 _ss_pend=
 _ss_report=0
+# The scratch dir names its program (pid and PID namespace, see the sweep
+# below) the moment it exists: a program killed in between would leave a
+# dir the sweep must keep for the hour.
+_ss_ns=$(readlink /proc/self/ns/pid 2>/dev/null) || _ss_ns=
+case $_ss_ns in *[!a-z0-9:\[\]]* | '') _ss_ns=- ;; esac
 mkdir -m 700 "$_ss_S" || _ss_die "$_ss_E_MKDIR" 'cannot create the scratch dir'
+printf '%s %s\n' "$$" "$_ss_ns" >"$_ss_S/pid" 2>/dev/null
 _ss_tag=$_ss_scratch
 _ss_pending=
 _ss_watch=
@@ -169,9 +175,6 @@ _ss_rmtree() {
 # pid is not written yet) once it is an hour old. The record the remote
 # dir held before issue 46 goes too. Never a name with a newline or a
 # slash (a planted one could name a path outside the remote dir).
-_ss_ns=$(readlink /proc/self/ns/pid 2>/dev/null) || _ss_ns=
-case $_ss_ns in *[!a-z0-9:\[\]]* | '') _ss_ns=- ;; esac
-printf '%s %s\n' "$$" "$_ss_ns" >"$_ss_S/pid" 2>/dev/null
 # Only where a reserved name other than ours exists: the glob is the
 # shell's, find a process on every call.
 _ss_sweep=
@@ -189,6 +192,14 @@ done
     _ss_p=; _ss_pns=
     read -r _ss_p _ss_pns 2>/dev/null <"$_ss_root/$_ss_reserved-${_ss_id%%.*}/pid" || :
     case $_ss_p in '' | *[!0-9]*) _ss_p= ;; esac
+    # Unnamed and holding nothing else: a program killed between making
+    # its dir and writing its pid (it names itself at once, so that is an
+    # instant), or in its cleanup after the pid file went. rmdir takes only
+    # an empty directory.
+    if [ -z "$_ss_p" ] && [ ! -s "$_ss_root/$_ss_o/pid" ] && [ ! -L "$_ss_root/$_ss_o" ]; then
+      rm -f "$_ss_root/$_ss_o/pid" 2>/dev/null
+      ! rmdir "$_ss_root/$_ss_o" 2>/dev/null || continue
+    fi
     # A pid of this namespace that runs keeps it, whatever its age; a
     # zombie (killed, not yet reaped by whoever started it) runs no more.
     if [ -n "$_ss_p" ] && [ -d "/proc/$_ss_p" ]; then
