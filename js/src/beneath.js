@@ -7,6 +7,7 @@
 import { closeSync, constants, fstatSync, futimesSync, lstatSync, openSync, readdirSync, rmdirSync, statSync, unlinkSync } from 'node:fs';
 import { getSystemErrorMap } from 'node:util';
 
+import { decodeComponent, hasEncoded } from './byte-name.js';
 import { native } from './native.js';
 
 const { O_DIRECTORY, O_NOFOLLOW } = constants;
@@ -94,11 +95,29 @@ export const sealFd = native
       }
     };
 
-/** The components of a clean relative path (`is_clean_relative`); none for the grant itself. */
-export function components(path) {
+/**
+ * The name one component `c` of a clean path spells: `c` itself, or where
+ * `bytes` (the grant hands over names that are not UTF-8: byte-name.js) and
+ * `c` is encoded, its raw bytes; undefined where `c` may not be one.
+ */
+export function rawComponent(c, bytes) {
+  if (!bytes || !hasEncoded(c)) return isComponent(c) ? c : undefined;
+  return decodeComponent(c);
+}
+
+/**
+ * The components of a clean relative path (`is_clean_relative`), as the
+ * path spells them (encoded ones too, where `bytes`); none for the grant
+ * itself.
+ */
+export function components(path, bytes = false) {
   if (path === '' || path === '.') return [];
   const names = path.split('/');
-  if (!names.every(isComponent)) {
+  if (bytes && hasEncoded(path)) {
+    if (!names.every((c) => rawComponent(c, true) !== undefined)) {
+      throw fsError('invalid-name', `${JSON.stringify(path)} is not a clean relative path`);
+    }
+  } else if (!names.every(isComponent)) {
     throw notPermitted(`${JSON.stringify(path)} is not a clean relative path`);
   }
   return names;

@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
 import { componentSource } from '../scripts/cargo.mjs';
 import { sandbox } from './support/sandbox.js';
-import { build, counted, describeTree, hostDir } from './support/trees.js';
+import { build, counted, describeBytes, describeTree, hostDir } from './support/trees.js';
 
 const COMPONENTS = ['tar-stream', 'base64-fallback'];
 const USERLANDS = ['gnu', 'busybox'];
@@ -26,14 +26,15 @@ async function rejectsWith(promise, kind, pattern) {
 
 function scratchLeft(dir) {
   const found = [];
+  // By name bytes: a name that is not UTF-8 is walked too.
   const walk = (d) => {
-    for (const n of readdirSync(d)) {
-      const p = join(d, n);
-      if (n.startsWith('.paperclip-upload')) found.push(p);
+    for (const n of readdirSync(d, { encoding: 'buffer' })) {
+      const p = Buffer.concat([d, Buffer.from('/'), n]);
+      if (n.toString('latin1').startsWith('.paperclip-upload')) found.push(p.toString('latin1'));
       if (lstatSync(p).isDirectory()) walk(p);
     }
   };
-  walk(dir);
+  walk(Buffer.from(dir));
   return found;
 }
 
@@ -276,6 +277,48 @@ for (const component of COMPONENTS) {
         await run('out', back);
         assert.equal(readFileSync(join(host, 'back/tab\there'), 'utf8'), '1 TAB\tHERE');
         assert.deepEqual(describeTree(join(host, 'back')), describeTree(H('t')));
+      });
+
+      test('names that are not UTF-8 travel both ways, incremental on', async () => {
+        const raw = (...parts) => Buffer.concat(parts.map((x) => (typeof x === 'string' ? Buffer.from(x) : Buffer.from(x))));
+        const at = (root, ...parts) => raw(root, '/', ...parts);
+        const src = join(host, 'src');
+        mkdirSync(at(src, [0xff, 0xfe], ' dir'), { recursive: true });
+        writeFileSync(at(src, 'caf', [0xe9], '.txt'), 'latin-1');
+        writeFileSync(at(src, [0xff, 0xfe], ' dir/in', [0xe9]), 'inner');
+        writeFileSync(at(src, 'caf', [0xe9], '.log'), 'excluded');
+        writeFileSync(join(src, 'plain.txt'), 'plain');
+        symlinkSync(raw('caf', [0xe9], '.txt'), at(src, 'l', [0xe9]));
+        const expected = () => {
+          const t = describeBytes(src);
+          delete t['caf\u00e9.log'];
+          return t;
+        };
+        const into = [{ operationId: 'op', files: [{ sourcePath: src, targetPath: R('ws'), kind: 'directory', exclude: ['*.log'] }] }];
+        const first = await run('in', into, { incremental: true });
+        assert.equal(first.operations[0].filesTransferred, 4);
+        assert.deepEqual(describeBytes(H('ws')), expected());
+        await new Promise((r) => setTimeout(r, 1100));
+        writeFileSync(at(src, 'caf', [0xe9], '.txt'), 'LATIN-1');
+        await run('in', into, { incremental: true });
+        assert.deepEqual(describeBytes(H('ws')), expected());
+
+        // Back out, with one more such name made in the sandbox, twice (the second incremental).
+        writeFileSync(H('ws/plain.txt'), 'PLAIN');
+        writeFileSync(at(H('ws'), 'made ', [0xe8]), 'by the agent');
+        sb.adopt(R('ws'));
+        const back = join(host, 'back');
+        const out = [{ operationId: 'op', files: [{ sourcePath: R('ws'), targetPath: back, kind: 'directory', exclude: ['*.log'] }] }];
+        await run('out', out, { incremental: true });
+        assert.deepEqual(describeBytes(back), describeBytes(H('ws')));
+        assert.equal(readFileSync(at(back, 'made ', [0xe8]), 'utf8'), 'by the agent');
+        await new Promise((r) => setTimeout(r, 1100));
+        writeFileSync(at(H('ws'), 'made ', [0xe8]), 'BY THE AGENT');
+        await run('out', out, { incremental: true });
+        await run('out', out, { incremental: true });
+        assert.deepEqual(describeBytes(back), describeBytes(H('ws')));
+        assert.deepEqual(scratchLeft(H()), []);
+        assert.deepEqual(scratchLeft(host), []);
       });
 
       test('an incremental re-sync lands the same tree', async () => {

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeEach, test } from 'node:test';
 
+import { decodeComponent, decodePath, encodePath } from '../src/byte-name.js';
 import { GrantedDir } from '../src/worker/hostfs.js';
 import { SourceDirs } from '../src/worker/source-dirs.js';
 import { removeScratch } from '../src/scratch.js';
@@ -235,6 +236,58 @@ test('non-UTF-8 names are invalid-name (and still removable); a leading BOM is k
   assert.ok(g.readDir('sub').some((e) => e.name === '\uFEFFbom'));
   g.remove('odd');
   assert.ok(!fs.existsSync(inGrant('odd')));
+});
+
+test('byte names are spelled as the component spells them (guest/core/src/byte_name.rs)', () => {
+  const path = Buffer.concat([Buffer.from('ok/caf'), Buffer.from([0xe9]), Buffer.from('/x'), Buffer.from([0xff, 0x2f, 0xe9, 0xe9]), Buffer.from('.txt')]);
+  const spelled = 'ok/\x00636166e9/\x0078ff/\0e9e92e747874';
+  assert.equal(encodePath(path), spelled);
+  assert.deepEqual(decodePath(spelled), path);
+  assert.equal(encodePath(Buffer.from('a/b')), 'a/b');
+  for (const bad of ['\0', '\0f', '\0zz', '\0FF', '\x002e2e', '\x002e', '\x002f', '\x0000', '\x0061', 'a\0ff', '\0ff\0']) {
+    assert.equal(decodeComponent(bad), undefined, JSON.stringify(bad));
+  }
+});
+
+test('with byteNames, names that are not UTF-8 travel encoded, one spelling each, and are taken back', () => {
+  const raw = (...parts) => Buffer.concat(parts.map((x) => Buffer.from(x)));
+  fs.mkdirSync(raw(inGrant('odd'), '/', [0xff], 'd'), { recursive: true });
+  fs.writeFileSync(raw(inGrant('odd'), '/', [0xff], 'd/f', [0xe9]), 'bytes');
+  fs.symlinkSync(raw('x', [0xfe], '/y'), raw(inGrant('odd'), '/l'));
+  const g = grant();
+  assert.equal(g.byteNames(), true);
+  const dirName = '\0ff64';
+  const fileName = '\0' + Buffer.from(raw('f', [0xe9])).toString('hex');
+  // Sorted by name bytes, as ever.
+  assert.deepEqual(
+    g.readDir('odd').map((e) => e.name),
+    ['l', dirName],
+  );
+  assert.equal(g.stat('odd/l').linkTarget, '\x00' + '78fe/y');
+  assert.deepEqual(
+    g.readDirChange(`odd/${dirName}`).map((e) => e.name),
+    [fileName],
+  );
+  assert.equal(readAll(g.openRead(`odd/${dirName}/${fileName}`)), 'bytes');
+  // Taken back: a new file, a link with an encoded target, hard links, a rename, a removal.
+  writeAndDrop(g.createExclusive(`odd/${dirName}/\0e96e6577`, 0o640), 'made');
+  assert.equal(fs.readFileSync(raw(inGrant('odd'), '/', [0xff], 'd/', [0xe9], 'new')).toString(), 'made');
+  g.symlink(`\0e9/${fileName}`, 'odd/l2');
+  assert.deepEqual(fs.readlinkSync(inGrant('odd/l2'), { encoding: 'buffer' }), raw([0xe9], '/f', [0xe9]));
+  g.mkdir('copy', 0o755);
+  assert.equal(g.linkFiles(`odd/${dirName}`, 'copy', [fileName]), 1);
+  assert.equal(fs.readFileSync(raw(inGrant('copy'), '/f', [0xe9])).toString(), 'bytes');
+  g.rename(`copy/${fileName}`, 'copy/\0ee');
+  assert.ok(fs.existsSync(raw(inGrant('copy'), '/', [0xee])));
+  g.remove(`odd/${dirName}`);
+  assert.ok(!fs.existsSync(raw(inGrant('odd'), '/', [0xff], 'd')));
+  // Malformed or non-canonical spellings name nothing: `..`, UTF-8, odd or upper-case hex, a stray NUL.
+  for (const bad of ['\x002e2e', '\x0061', '\0f', '\0FF', 'a\0ff', '\0ff\0']) {
+    fails(() => g.stat(bad), 'invalid-name');
+    fails(() => g.mkdir(`copy/${bad}`, 0o755), 'invalid-name');
+  }
+  fails(() => g.symlink('a/\x002e2e', 'copy/bad'), 'invalid-name');
+  fails(() => g.linkFiles('odd', 'copy', ['\x002f']), 'invalid-name');
 });
 
 test('openRead and openFd read regular files, following symlinks that stay inside', () => {

@@ -4,17 +4,15 @@
 import { lstatSync, readlinkSync } from 'node:fs';
 
 import { at, fsError } from '../beneath.js';
+import { encodePath, utf8 } from '../byte-name.js';
 
 const NS = 1_000_000_000n;
 const BIG = { bigint: true };
-const UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 /** `bytes` as a string (WIT names are UTF-8), else invalid-name with `message(shown)`. */
 export function decode(bytes, message) {
-  try {
-    return UTF8.decode(bytes);
-  } catch {
-    throw fsError('invalid-name', message(JSON.stringify(bytes.toString())));
-  }
+  const s = utf8(bytes);
+  if (s === undefined) throw fsError('invalid-name', message(JSON.stringify(bytes.toString())));
+  return s;
 }
 
 /** Whole seconds (floored, for times before 1970) and nanoseconds of a time in ns. */
@@ -50,12 +48,18 @@ export function metadata(st, linkTarget) {
   };
 }
 
-/** The dir-entry-change of entry `name` of directory fd `dir`, named `shown`. */
-export function entryChange(dir, name, shown) {
+/**
+ * The dir-entry-change of entry `name` of directory fd `dir`, named
+ * `shown`; a link target that is not UTF-8 is encoded where `bytes`
+ * (byte-name.js), else refused.
+ */
+export function entryChange(dir, name, shown, bytes = false) {
   const st = lstatSync(at(dir, name), BIG);
-  const target = st.isSymbolicLink()
-    ? decode(readlinkSync(at(dir, name), { encoding: 'buffer' }), (t) => `link target ${t} is not UTF-8`)
-    : undefined;
+  let target;
+  if (st.isSymbolicLink()) {
+    const raw = readlinkSync(at(dir, name), { encoding: 'buffer' });
+    target = bytes ? encodePath(raw) : decode(raw, (t) => `link target ${t} is not UTF-8`);
+  }
   return change(st, shown, target);
 }
 
@@ -66,7 +70,7 @@ export function change(st, shown, target) {
 }
 
 /** The dir-entry-times of entry `name` of directory fd `dir`, named `shown`. */
-export function entryTimes(dir, name, shown) {
-  const { ctimeNsec, ...times } = entryChange(dir, name, shown);
+export function entryTimes(dir, name, shown, bytes = false) {
+  const { ctimeNsec, ...times } = entryChange(dir, name, shown, bytes);
   return times;
 }

@@ -43,7 +43,8 @@ import {
 } from 'node:fs';
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 
-import { O_PATH, at, checkProcFd, closeFd, components, createAt, fsError, isComponent, notPermitted, openAt, openDir, removeEntry, sealFd, walk } from '../beneath.js';
+import { O_PATH, at, checkProcFd, closeFd, components, createAt, fsError, notPermitted, openAt, openDir, rawComponent, removeEntry, sealFd, walk } from '../beneath.js';
+import { decodePath, encodeComponent, hasEncoded } from '../byte-name.js';
 import { native } from '../native.js';
 import { SCRATCH_PREFIX } from '../confine.js';
 import { guarded } from './hostfs-errors.js';
@@ -157,6 +158,8 @@ export class GrantedDir {
   #writable;
   /** Dereference symlinks wherever they lead (`tar -h`; read-only grants only). */
   #follow;
+  /** Names that are not UTF-8 travel encoded (byte-name.js), once the component asks. */
+  #bytes = false;
   #onScratch;
   /** Directory fds kept for the tree a sync-out stages (see staging-dirs.js). */
   #staging = new StagingDirs();
@@ -220,11 +223,13 @@ export class GrantedDir {
   }
 
   /**
-   * Names that are not UTF-8 (WIT 0.2.9): not handed over here yet, so
-   * they stay `invalid-name` as in 0.2.8 (the Rust host spells them out).
+   * From now on names that are not UTF-8 (entries and link targets) are
+   * handed over encoded as byte-name.js spells them, and taken back in
+   * paths (WIT 0.2.9); before, they are `invalid-name`.
    */
   byteNames() {
-    return false;
+    this.#bytes = true;
+    return true;
   }
 
   stat(path) {
@@ -232,7 +237,7 @@ export class GrantedDir {
   }
 
   statTimes(path) {
-    return this.#in(path, (dir, leaf) => entryTimes(dir, leaf, path.slice(path.lastIndexOf('/') + 1)));
+    return this.#in(path, (dir, leaf) => entryTimes(dir, leaf, path.slice(path.lastIndexOf('/') + 1), this.#bytes));
   }
 
   statFollow(path) {
@@ -241,7 +246,7 @@ export class GrantedDir {
 
   statChange(path, follow) {
     const name = path.slice(path.lastIndexOf('/') + 1);
-    if (!follow) return this.#in(path, (dir, leaf) => entryChange(dir, leaf, name));
+    if (!follow) return this.#in(path, (dir, leaf) => entryChange(dir, leaf, name, this.#bytes));
     return this.#in(path, (dir, leaf) =>
       this.#resolved(dir, leaf, path, 0, (fd, st) => {
         const [ctimeSec, ctimeNsec] = split(st.ctimeNs);
@@ -259,15 +264,18 @@ export class GrantedDir {
   }
 
   readDirTimes(path) {
-    return this.#list(path, (entry, name, dir) => entryTimes(dir, entry.name, name));
+    return this.#list(path, (entry, name, dir) => entryTimes(dir, entry.name, name, this.#bytes));
   }
 
   readDirChange(path) {
-    if (this.#writable || this.#follow) return this.#list(path, (entry, name, dir) => entryChange(dir, entry.name, name));
-    const prefix = components(path).map((c) => `${c}/`).join('');
+    const bytes = this.#bytes;
+    if (this.#writable || this.#follow) return this.#list(path, (entry, name, dir) => entryChange(dir, entry.name, name, bytes));
+    const prefix = components(path, bytes)
+      .map((c) => `${c}/`)
+      .join('');
     return this.#list(path, (entry, name, dir) => {
       const stat = entry.isFile() ? this.#walked.open(dir, entry.name, prefix + name) : null;
-      return stat ? change(stat, name) : entryChange(dir, entry.name, name);
+      return stat ? change(stat, name) : entryChange(dir, entry.name, name, bytes);
     });
   }
 
@@ -345,7 +353,9 @@ export class GrantedDir {
   }
 
   symlink(target, path) {
-    this.#mut(path, (dir, leaf) => symlinkSync(target, at(dir, leaf)));
+    const raw = this.#bytes && hasEncoded(target) ? decodePath(target) : target;
+    if (raw === undefined) throw fsError('invalid-name', `link target ${JSON.stringify(target)} is not well formed`);
+    this.#mut(path, (dir, leaf) => symlinkSync(raw, at(dir, leaf)));
   }
 
   hardLink(existing, path) {
@@ -362,10 +372,9 @@ export class GrantedDir {
         let made = 0;
         for (const name of names) {
           const shown = `${dstDir}/${name}`;
-          if (name === '' || name === '.' || name === '..' || name.includes('/') || name.includes('\0')) {
-            throw fsError('invalid-name', `${JSON.stringify(name)} is not one path component`);
-          }
-          guarded(shown, () => linkSync(at(from, name), at(to, name)));
+          const raw = name.includes('/') ? undefined : rawComponent(name, this.#bytes);
+          if (raw === undefined) throw fsError('invalid-name', `${JSON.stringify(name)} is not one path component`);
+          guarded(shown, () => linkSync(at(from, raw), at(to, raw)));
           made += 1;
         }
         return made;
@@ -522,23 +531,28 @@ export class GrantedDir {
     return guarded(path, () => {
       // Most calls name an entry of a directory `kept` holds: its key was
       // walked (so is clean), only the last component is left to check.
+      const bytes = this.#bytes;
       const slash = path.lastIndexOf('/');
       if (slash > 0 && !this.#follow) {
         const fd = kept.held(path.slice(0, slash));
-        const leaf = path.slice(slash + 1);
-        if (fd !== undefined && isComponent(leaf)) return fn(fd, leaf);
+        const leaf = rawComponent(path.slice(slash + 1), bytes);
+        if (fd !== undefined && leaf !== undefined) return fn(fd, leaf);
       }
-      const names = components(path);
+      // Keys as the path spells them; names to the kernel as raw bytes.
+      const names = components(path, bytes);
+      const raw = (c) => rawComponent(c, bytes);
       // Not this.#fd afterwards: replace-with changes it.
       const root = this.#fd;
       if (names.length === 0) return fn(root, '.');
-      if (this.#follow) return fn(root, path);
+      if (this.#follow) return fn(root, bytes ? decodePath(path) : path);
       const dirs = names.slice(0, -1);
-      const keptFd = kept.dir(dirs, () => walk(root, dirs, path));
-      if (keptFd !== undefined) return fn(keptFd, names.at(-1));
-      const dir = walk(root, dirs, path);
+      const leaf = raw(names.at(-1));
+      const walkDirs = () => walk(root, dirs.map(raw), path);
+      const keptFd = kept.dir(dirs, walkDirs);
+      if (keptFd !== undefined) return fn(keptFd, leaf);
+      const dir = walkDirs();
       try {
-        return fn(dir, names.at(-1));
+        return fn(dir, leaf);
       } finally {
         if (dir !== root) closeFd(dir);
       }
@@ -642,9 +656,14 @@ export class GrantedDir {
       this.#resolved(dir, leaf, path, O_DIRECTORY, (fd) =>
         readdirSync(at(fd), { encoding: 'buffer', withFileTypes: true })
           .sort((a, b) => Buffer.compare(a.name, b.name))
-          .map((e) => make(e, decode(e.name, (n) => `${n} in ${where} is not UTF-8`), fd)),
+          .map((e) => make(e, this.#entryName(e.name, where), fd)),
       ),
     );
+  }
+
+  /** Entry name `raw` (bytes) of directory `where` as a string: encoded where it is not UTF-8 and the component asked, else refused. */
+  #entryName(raw, where) {
+    return this.#bytes ? encodeComponent(raw) : decode(raw, (n) => `${n} in ${where} is not UTF-8`);
   }
 
   /** Creates a new file born with exactly `mode & 0o777`; returns its fd, open for writing. */

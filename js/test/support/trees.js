@@ -56,6 +56,35 @@ export function describeTree(root) {
   return out;
 }
 
+/**
+ * `describeTree` by name bytes, names that are not UTF-8 included: keys
+ * are paths as latin1 (one char per byte), link targets likewise.
+ */
+export function describeBytes(root) {
+  const out = {};
+  const bytes = { encoding: 'buffer' };
+  const walk = (rel) => {
+    const dir = Buffer.concat([Buffer.from(root), rel]);
+    for (const name of readdirSync(dir, bytes).sort(Buffer.compare)) {
+      const r = Buffer.concat([rel, name]);
+      const p = Buffer.concat([Buffer.from(root), r]);
+      const key = r.subarray(1).toString('latin1');
+      const st = lstatSync(p);
+      const mode = (st.mode & 0o7777).toString(8);
+      if (st.isSymbolicLink()) out[key] = `l -> ${readlinkSync(p, bytes).toString('latin1')}`;
+      else if (st.isDirectory()) {
+        out[key] = `d${mode}`;
+        walk(Buffer.concat([r, Buffer.from('/')]));
+      } else {
+        const h = createHash('sha256').update(readFileSync(p)).digest('hex').slice(0, 16);
+        out[key] = `f${mode} ${st.size} ${h}`;
+      }
+    }
+  };
+  walk(Buffer.from('/'));
+  return out;
+}
+
 /** Wraps an exec to count its calls and keep their argv. */
 export function counted(exec) {
   const calls = [];
