@@ -168,18 +168,22 @@ fn names_that_are_not_utf8_travel_both_ways(u: Env) {
     assert_eq!(first.operations[0].files_transferred, 4);
     assert_eq!(byte_tree(&sb.remote_on_host("ws")), expected(&src));
 
-    // A same-size rewrite lands; an unchanged re-sync keeps what it can
-    // where this sandbox keeps files. (The sandbox does not record the
-    // files whose names are not UTF-8 yet: those three are sent again.)
+    // A same-size rewrite lands; unchanged re-syncs keep every file where
+    // this sandbox keeps files: all but the link (always sent) and, once,
+    // the file rewritten just before the last sync (its identity had not
+    // settled, so the sandbox holds no record of it).
     settle();
     std::fs::write(src.join(os(b"caf\xe9.txt")), b"LATIN-1").unwrap();
     into(&sb);
     assert_eq!(byte_tree(&sb.remote_on_host("ws")), expected(&src));
-    settle();
-    let again = into(&sb);
-    if keeps_unchanged(u) {
-        assert_eq!(again.operations[0].files_transferred, 3, "{again:?}");
+    for sent in [2, 1] {
+        settle();
+        let again = into(&sb);
+        if keeps_unchanged(u) {
+            assert_eq!(again.operations[0].files_transferred, sent, "{again:?}");
+        }
     }
+    assert_eq!(byte_tree(&sb.remote_on_host("ws")), expected(&src));
 
     // Back out, with one more such name made in the sandbox.
     sb.write_remote("ws/plain.txt", b"PLAIN");

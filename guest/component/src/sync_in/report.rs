@@ -98,7 +98,7 @@ impl Report {
             self.dropped |= self.listed > MAX_LISTING_BYTES;
             if self.dropped {
                 self.parser = ListingParser::default();
-            } else if !self.parser.line(text) && script::parse_status(text).is_some() {
+            } else if !self.parser.line(&line[..n]) && script::parse_status(text).is_some() {
                 early.extend_from_slice(line);
             }
         }

@@ -383,9 +383,12 @@ impl ListingParser {
         }
     }
 
-    /// Takes one line (without its newline); true if it belonged to a listing.
-    pub fn line(&mut self, line: &str) -> bool {
-        let mut w = line.splitn(3, ' ');
+    /// Takes one line (without its newline); true if it belonged to a
+    /// listing. Only a listed file's line may be other than UTF-8: its
+    /// name's own bytes, spelled as the hosts spell them by the sink.
+    pub fn line(&mut self, line: &[u8]) -> bool {
+        let text = std::str::from_utf8(line).unwrap_or("");
+        let mut w = text.splitn(3, ' ');
         match (w.next(), w.next(), w.next()) {
             (Some(TAG), Some("list"), Some(k)) => {
                 self.open = k.parse().ok().map(|k| (k, 0, self.sink()));
@@ -411,7 +414,7 @@ impl ListingParser {
             _ => match self.open.as_mut() {
                 Some((_, n, files)) => {
                     *n = n.saturating_add(1);
-                    files.line(*n, line.as_bytes());
+                    files.line(*n, line);
                     true
                 }
                 None => false,
@@ -625,7 +628,7 @@ SANDBOX-SYNC list 3\n\
         );
         let mut p = ListingParser::default();
         for line in text.split('\n') {
-            p.line(line);
+            p.line(line.as_bytes());
         }
         let l = p.finish();
         assert_eq!(l.dirs.len(), 1, "mapping 3 never closed");
@@ -653,7 +656,7 @@ SANDBOX-SYNC list 3\n\
             "SANDBOX-SYNC file 5 12".to_owned(),
             format!("SANDBOX-SYNC file x {}", t(6).hex()),
         ] {
-            assert!(p.line(&line));
+            assert!(p.line(line.as_bytes()));
         }
         let l = p.finish();
         assert_eq!(l.files.len(), 1);
@@ -661,15 +664,31 @@ SANDBOX-SYNC list 3\n\
     }
 
     #[test]
+    fn an_inbound_listing_names_a_file_that_is_not_utf8_by_its_spelling() {
+        let t = Token([9; 8]);
+        let mut p = ListingParser::default();
+        assert!(p.line(b"SANDBOX-SYNC list 0"));
+        let mut line = format!("{} ./d/caf", t.hex()).into_bytes();
+        line.extend_from_slice(b"\xe9.txt");
+        assert!(p.line(&line));
+        assert!(p.line(b"SANDBOX-SYNC listed 0"));
+        let l = p.finish();
+        assert_eq!(
+            l.dirs[&0].get("d/\x00636166e92e747874"),
+            Some(Listed { token: t, line: 1 })
+        );
+    }
+
+    #[test]
     fn inbound_listings_past_the_room_are_dropped() {
         let mut p = ListingParser::with_room(3);
         let t = Token([7; 8]).hex();
         for k in 0..3 {
-            p.line(&format!("SANDBOX-SYNC list {k}"));
+            p.line(format!("SANDBOX-SYNC list {k}").as_bytes());
             for i in 0..2 {
-                p.line(&format!("{t} ./f{i}"));
+                p.line(format!("{t} ./f{i}").as_bytes());
             }
-            p.line(&format!("SANDBOX-SYNC listed {k}"));
+            p.line(format!("SANDBOX-SYNC listed {k}").as_bytes());
         }
         let l = p.finish();
         assert_eq!(l.dirs.keys().copied().collect::<Vec<_>>(), [0], "{l:?}");
