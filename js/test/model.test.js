@@ -10,22 +10,7 @@
 
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import {
-  chmodSync,
-  linkSync,
-  lstatSync,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  readlinkSync,
-  renameSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  unlinkSync,
-  utimesSync,
-  writeFileSync,
-} from 'node:fs';
+import * as fs from 'node:fs';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadProvider, performSyncIn, performSyncOut } from '../src/index.js';
@@ -33,7 +18,25 @@ import { sandbox } from './support/sandbox.js';
 import { hostDir } from './support/trees.js';
 
 const STEPS = Number(process.env.MODEL_STEPS ?? 16);
-const NAMES = ['a.txt', 'b.txt', 'd/c.txt', 'd/e/f.bin', 'g.txt'];
+// Paths here are latin1 strings, one char per byte, so that one name can
+// be `caf\xe9.txt`, a name that is not UTF-8 (and a link's target too):
+// every fs call below takes their bytes.
+const NAMES = ['a.txt', 'b.txt', 'd/c.txt', 'd/e/f.bin', 'g.txt', 'd/caf\xe9.txt'];
+const B = (p) => Buffer.from(p, 'latin1');
+const chmodSync = (p, mode) => fs.chmodSync(B(p), mode);
+const linkSync = (a, b) => fs.linkSync(B(a), B(b));
+const lstatSync = (p) => fs.lstatSync(B(p));
+const mkdirSync = (p, o) => fs.mkdirSync(B(p), o);
+const readdirSync = (p) => fs.readdirSync(B(p), { encoding: 'buffer' }).map((n) => n.toString('latin1'));
+const readFileSync = (p) => fs.readFileSync(B(p));
+const readlinkSync = (p) => fs.readlinkSync(B(p), { encoding: 'buffer' }).toString('latin1');
+const renameSync = (a, b) => fs.renameSync(B(a), B(b));
+const rmSync = (p, o) => fs.rmSync(B(p), o);
+const statSync = (p) => fs.statSync(B(p));
+const symlinkSync = (t, p) => fs.symlinkSync(B(t), B(p));
+const unlinkSync = (p) => fs.unlinkSync(B(p));
+const utimesSync = (p, a, m) => fs.utimesSync(B(p), a, m);
+const writeFileSync = (p, d) => fs.writeFileSync(B(p), d);
 /** npm's mtime for every file it unpacks (seconds). */
 const NPM = 499_162_500;
 const settle = () => new Promise((r) => setTimeout(r, 150));
@@ -163,7 +166,7 @@ for (const userland of ['gnu', 'busybox']) {
             what = 'file to directory';
           } else if (isFile(p) && kind === 7) {
             unlinkSync(p);
-            symlinkSync('a.txt', p);
+            symlinkSync('caf\xe9.txt', p);
             what = 'file to symlink';
           } else if (kind === 8) {
             rmSync(p, { recursive: true, force: true });

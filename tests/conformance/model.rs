@@ -9,7 +9,8 @@
 //! rewrites with the mtime put back (to the nanosecond), npm's fixed
 //! 1985 mtime, touch, chmod to the same mode, renames, deletes, a file
 //! replaced by a directory or a link, hard links, links that leave the
-//! tree (created, or in a file's place); in the sandbox a chmod,
+//! tree (created, or in a file's place), all on names of which one is not
+//! UTF-8 (a link's target too); in the sandbox a chmod,
 //! a link, a touch, a same-size edit, a post-upload `chmod -R`, and a
 //! sync-out of the very paths a sync-in landed.
 //!
@@ -23,8 +24,25 @@ use std::time::{Duration, SystemTime};
 
 use sandbox_sync_tests::*;
 
-/// The names the edits play with, in both trees.
-const NAMES: &[&str] = &["a.txt", "b.txt", "d/c.txt", "d/e/f.bin", "g.txt", "d/h.bin"];
+/// The names the edits play with, in both trees; one is not UTF-8 (see
+/// [`raw`]).
+const NAMES: &[&str] = &[
+    "a.txt",
+    "b.txt",
+    "d/c.txt",
+    "d/e/f.bin",
+    "g.txt",
+    "d/h.bin",
+    "d/caf\u{e9}.txt",
+];
+
+/// `name` as a path, each char a byte of its own (Latin-1): `é` is the
+/// lone byte 0xe9, so `caf\u{e9}.txt` names a file whose name is not UTF-8.
+fn raw(name: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt;
+    let bytes = name.chars().map(|c| u8::try_from(c).unwrap()).collect();
+    PathBuf::from(std::ffi::OsString::from_vec(bytes))
+}
 
 /// npm's mtime for every file it unpacks.
 fn npm_time() -> SystemTime {
@@ -71,7 +89,7 @@ impl Model<'_> {
     /// the sandbox's (its entries are given to the sandbox user).
     fn edit(&mut self, root: &Path, sandbox: bool) {
         let name = self.rng.pick(NAMES);
-        let p = root.join(name);
+        let p = root.join(raw(name));
         let kind = self.rng.below(13);
         let meta = std::fs::symlink_metadata(&p).ok();
         let file = meta.as_ref().is_some_and(|m| m.is_file());
@@ -101,7 +119,7 @@ impl Model<'_> {
                 "chmod"
             }
             5 if file => {
-                let to = root.join(self.rng.pick(NAMES));
+                let to = root.join(raw(self.rng.pick(NAMES)));
                 if std::fs::rename(&p, &to).is_ok() {
                     self.own(&to, sandbox);
                 }
@@ -121,7 +139,8 @@ impl Model<'_> {
             }
             8 if meta.is_some() => {
                 remove(&p);
-                symlink("a.txt", &p).unwrap();
+                // A target that is not UTF-8 either.
+                symlink(raw("caf\u{e9}.txt"), &p).unwrap();
                 self.own(&p, sandbox);
                 "file to symlink"
             }
@@ -146,7 +165,7 @@ impl Model<'_> {
                 "replace a file by an escaping link"
             }
             9 if file => {
-                let to = root.join(self.rng.pick(NAMES));
+                let to = root.join(raw(self.rng.pick(NAMES)));
                 if to != p && std::fs::symlink_metadata(&to).is_ok_and(|m| m.is_file()) {
                     std::fs::remove_file(&to).unwrap();
                     std::fs::hard_link(&p, &to).unwrap();
@@ -183,7 +202,7 @@ impl Model<'_> {
     /// an agent adds or locks (the next sync-in replaces it all).
     fn sandbox_action(&mut self) {
         let name = self.rng.pick(NAMES);
-        let p = self.sb.remote_on_host(&format!("in/{name}"));
+        let p = self.sb.remote_on_host("in").join(raw(name));
         let action = self.rng.below(8);
         if action >= 5 {
             let what = self.sandbox_addition(action, &p);
@@ -342,7 +361,7 @@ impl Model<'_> {
     /// What the host does to a sync-out target after it landed.
     fn host_target_action(&mut self) {
         let name = self.rng.pick(NAMES);
-        let p = self.sb.host.join("back").join(name);
+        let p = self.sb.host.join("back").join(raw(name));
         if !std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
             return;
         }
@@ -410,10 +429,11 @@ fn carries_mtimes() -> bool {
 fn describe(root: &Path) -> Vec<(String, String)> {
     let mut out = Vec::new();
     walk(root, &mut |p| {
-        let rel = p.strip_prefix(root).unwrap().display().to_string();
+        // Debug: a name that is not UTF-8 shows its bytes.
+        let rel = format!("{:?}", p.strip_prefix(root).unwrap());
         let m = std::fs::symlink_metadata(p).unwrap();
         let what = if m.is_symlink() {
-            format!("link {}", std::fs::read_link(p).unwrap().display())
+            format!("link {:?}", std::fs::read_link(p).unwrap())
         } else if m.is_dir() {
             format!("dir {:o}", m.mode() & 0o7777)
         } else {
@@ -446,7 +466,7 @@ fn seed_tree(m: &mut Model<'_>) {
     for root in [m.src_in(), m.src_out()] {
         let sandbox = root == m.src_out();
         for name in NAMES {
-            let p = root.join(name);
+            let p = root.join(raw(name));
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             let len = 1 + m.rng.below(4000);
             std::fs::write(&p, m.rng.bytes(len)).unwrap();
