@@ -328,10 +328,11 @@ fn the_documented_minimum_syncs_both_ways() {
 }
 
 /// A sandbox whose `/dev` is empty (no `null`, `zero`, `urandom`; a pod
-/// always has them, so nothing needs to work here): nothing waits, and
-/// what lands is exact.
+/// always has them): nothing waits, and either what lands is exact or the
+/// one-line error names the missing `/dev/null` (the sandbox user cannot
+/// redirect anything away without it).
 #[test]
-fn a_sandbox_without_device_nodes_never_waits() {
+fn a_sandbox_without_device_nodes_never_waits_and_says_why() {
     for userland in [Userland::BusyBox, Userland::Tools(TOOLS)] {
         let sb = Sandbox::new(Env {
             userland,
@@ -340,7 +341,42 @@ fn a_sandbox_without_device_nodes_never_waits() {
         let backend = sb.no_devices_backend();
         let outcome = syncs_via(&sb, &backend);
         eprintln!("{userland:?} without /dev nodes: {outcome:?}");
+        if let Some(e) = outcome {
+            assert!(
+                e.contains("sandbox-sync: no /dev/null"),
+                "{userland:?}: {e}"
+            );
+        }
     }
+}
+
+/// A sandbox without `/proc`: every sync fails at once, and the one-line
+/// error says so (it was reported as a confinement escape).
+#[test]
+fn a_sandbox_without_proc_says_so() {
+    for userland in [Userland::BusyBox, Userland::Tools(TOOLS)] {
+        let sb = Sandbox::new(Env {
+            userland,
+            transport: Transport::Local,
+        });
+        let backend = sb.no_proc_backend();
+        let e = syncs_via(&sb, &backend).expect("no sync works without /proc");
+        assert!(e.contains("has no /proc"), "{userland:?}: {e}");
+        assert!(!e.contains("ESCAPE"), "{userland:?}: {e}");
+    }
+}
+
+/// A toybox-like userland: a `head` that is not GNU's and no `dd`, so
+/// nothing can read the program exactly: the error names both.
+#[test]
+fn a_sandbox_without_dd_or_gnu_head_says_so() {
+    let tools = replacing(&["head", "dd"], &["busybox:head"]);
+    let sb = Sandbox::new(Env {
+        userland: Userland::Tools(tools),
+        transport: Transport::Local,
+    });
+    let e = syncs_via(&sb, &sb.backend()).expect("the program cannot be read");
+    assert!(e.contains("sandbox-sync: no dd nor GNU head"), "{e}");
 }
 
 /// `doctor` says what each missing tool turns off, and calls a sandbox

@@ -866,6 +866,11 @@ impl Sandbox {
         Arc::new(self.local_backend().without_devices())
     }
 
+    /// A local backend whose sandbox root has no `/proc` mounted.
+    pub fn no_proc_backend(&self) -> Arc<dyn ExecBackend> {
+        Arc::new(self.local_backend().without_proc())
+    }
+
     fn local_backend(&self) -> LocalBackend {
         local_backend(self.userland)
     }

@@ -133,7 +133,11 @@ pub fn from_status(status: &Exit<'_>, op: &str, timeout_ms: u64) -> Error {
             Error::new(kind, format!("operation {op}: {detail}"))
         }
         ErrorKind::SourceChanged => Error::new(kind, format!("operation {op}: {what}{suffix}")),
-        ErrorKind::Transport => Error::new(kind, format!("operation {op}: {what} (exit {code})")),
+        // The program's own stderr names what the sandbox lacks.
+        ErrorKind::Transport => Error::new(
+            kind,
+            format!("operation {op}: {what} (exit {code}){suffix}"),
+        ),
         _ => Error::command(
             format!("operation {op}: {what} (exit {code})"),
             CommandFailure {

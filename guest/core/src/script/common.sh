@@ -2,6 +2,9 @@ set -u
 unset TAR_OPTIONS CDPATH
 case $(tar --version 2>/dev/null) in *'GNU tar'*) _ss_gnutar=1;; *) _ss_gnutar=0;; esac
 _ss_die() { printf 'sandbox-sync: %s\n' "$2" >&2; exit "$1"; }
+# Directories are pinned by fd and reached through /proc/self/fd: without
+# /proc nothing could be confined, so nothing runs.
+[ -d /proc/self/fd ] || _ss_die "$_ss_E_NOT_FOUND" 'the sandbox has no /proc (/proc/self/fd)'
 # Feature $1 is off for this call for want of $2 (space-separated): a
 # line on stderr, which the component hands on to the host for the
 # call's result (README, "What the sandbox needs").

@@ -61,11 +61,16 @@ pub use protocol::{
 /// part of the program exits 70, as any failed read does: a part never
 /// runs. One process where a `head --version` probe first cost a fork on
 /// every exec; `_ss_xdd` tells the program the bootstrap's `dd` read exactly.
+/// Where nothing could read it, a line on stderr names what the sandbox
+/// lacks (a `/dev/null`, or both `dd` and GNU `head`): the program, which
+/// names everything else, never ran.
 pub const BOOTSTRAP: &str =
     "if _ss_s=$(dd bs=65536 count=\"$1\" iflag=count_bytes,fullblock 2>/dev/null); then _ss_xdd=1; \
 elif [ -n \"$_ss_s\" ]; then exit 70; \
-else case $(head --version 2>/dev/null) in *GNU*) _ss_s=$(head -c \"$1\");; \
-*) _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null);; esac || exit 70; fi; eval \"$_ss_s\"";
+else _ss_h=; case $(head --version 2>/dev/null) in *GNU*) _ss_h=1; _ss_s=$(head -c \"$1\");; \
+*) _ss_s=$(dd bs=1 count=\"$1\" 2>/dev/null);; esac || { [ -c /dev/null ] || _ss_h=/dev/null; \
+[ \"$_ss_h\" ] || command -v dd >/dev/null || _ss_h='dd nor GNU head'; \
+[ ${#_ss_h} -lt 2 ] || echo \"sandbox-sync: no $_ss_h\" >&2; exit 70; }; fi; eval \"$_ss_s\"";
 
 /// The shell every program runs in, found on the sandbox's `PATH`.
 pub const SHELL: &str = "sh";

@@ -115,19 +115,28 @@ pub(super) struct Jail {
     root: CString,
     uid: Option<u32>,
     binds: Vec<Bind>,
-    devices: bool,
+    mounts: Mounts,
+}
+
+/// What the runtime provides in a root besides its files, as a pod's
+/// does; a test takes either away, as some pods have them missing.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Mounts {
+    /// `/dev`'s usual nodes (else an empty tmpfs).
+    pub devices: bool,
+    /// A `/proc` (else an empty directory).
+    pub proc: bool,
 }
 
 impl Jail {
     /// A jail for `root` (canonical), optionally as `uid` (gid `uid`, no
     /// supplementary groups), optionally with the host userland bound in.
-    /// `devices: false` leaves `/dev` an empty tmpfs (a pod whose runtime
-    /// gave it none of the usual nodes).
+    /// `mounts` says what the runtime provides (see [`Mounts`]).
     pub(super) fn new(
         root: &Path,
         uid: Option<u32>,
         host_userland: bool,
-        devices: bool,
+        mounts: Mounts,
     ) -> io::Result<Self> {
         let cstring = |b: &[u8]| CString::new(b).map_err(io::Error::other);
         let mut binds = Vec::new();
@@ -153,7 +162,7 @@ impl Jail {
             root: cstring(root.as_os_str().as_bytes())?,
             uid,
             binds,
-            devices,
+            mounts,
         })
     }
 
@@ -200,7 +209,7 @@ impl Jail {
         // tree goes away, as detached mounts.
         let clone = OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC;
         let mut devices: [Option<OwnedFd>; DEVICES.len()] = Default::default();
-        if self.devices {
+        if self.mounts.devices {
             for (slot, (host, _)) in devices.iter_mut().zip(DEVICES) {
                 *slot = Some(open_tree(CWD, *host, clone)?);
             }
@@ -224,17 +233,19 @@ impl Jail {
         // `/proc` and `/dev` are mount points the runtime owns, as in any
         // container: anything else the sandbox left there goes.
         mount_point(c"/proc", 0o555)?;
-        rustix::mount::mount(
-            c"proc",
-            c"/proc",
-            c"proc",
-            MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
-            None,
-        )?;
-        for p in PROC_READ_ONLY {
-            if rustix::fs::stat(*p).is_ok() {
-                rustix::mount::mount_bind(*p, *p)?;
-                remount_read_only(p)?;
+        if self.mounts.proc {
+            rustix::mount::mount(
+                c"proc",
+                c"/proc",
+                c"proc",
+                MountFlags::NOSUID | MountFlags::NODEV | MountFlags::NOEXEC,
+                None,
+            )?;
+            for p in PROC_READ_ONLY {
+                if rustix::fs::stat(*p).is_ok() {
+                    rustix::mount::mount_bind(*p, *p)?;
+                    remount_read_only(p)?;
+                }
             }
         }
         mount_point(c"/dev", 0o755)?;

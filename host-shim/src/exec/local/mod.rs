@@ -45,6 +45,7 @@ pub struct LocalBackend {
     exec_latency: Duration,
     reply_latency: Duration,
     no_devices: bool,
+    no_proc: bool,
     /// The sandbox's `PATH` (default: the usual directories).
     path: Option<String>,
 }
@@ -118,6 +119,14 @@ impl LocalBackend {
         self
     }
 
+    /// Mounts no `/proc` in the sandbox root, as a misconfigured runtime
+    /// might (no effect without a root).
+    #[must_use]
+    pub fn without_proc(mut self) -> Self {
+        self.no_proc = true;
+        self
+    }
+
     /// Delays every exec start, to model an API server's round trip.
     #[must_use]
     pub fn exec_latency(mut self, latency: Duration) -> Self {
@@ -145,10 +154,16 @@ impl LocalBackend {
             .ok_or_else(|| ExecError::Unsupported("empty argv".into()))?;
         let mut cmd = match (&self.root, self.user) {
             (Some(root), user) => {
-                let jail = jail::Jail::new(root, user, self.host_userland, !self.no_devices)
-                    .map_err(|source| ExecError::Spawn {
-                        program: program.clone(),
-                        source,
+                let mounts = jail::Mounts {
+                    devices: !self.no_devices,
+                    proc: !self.no_proc,
+                };
+                let jail =
+                    jail::Jail::new(root, user, self.host_userland, mounts).map_err(|source| {
+                        ExecError::Spawn {
+                            program: program.clone(),
+                            source,
+                        }
                     })?;
                 let mut c = Command::new(program);
                 c.args(args);
