@@ -34,12 +34,17 @@ _ss_olist() {
 # too; only a name holding a newline can print one otherwise), a tree too
 # big or a walk that fails (an unreadable directory: its files would be
 # missing) leaves the listing empty: the tree is sent whole, by tar's own
-# walk. (BusyBox find never runs an `-exec {} +` inside parentheses.)
+# walk; the first two, which only a tar with -X could take, are reported
+# as this tar's shortfall. (BusyBox find never runs an `-exec {} +`
+# inside parentheses.)
 _ss_bwalk() {
-  (cd -P "$2" && TZ=UTC0 find . ! -name . ! \( -path "./$_ss_reserved*" -prune \) \
+  if ! (cd -P "$2" && TZ=UTC0 find . ! -name . ! \( -path "./$_ss_reserved*" -prune \) \
     -exec stat -c '%f %d %i %s %z %n' {} + -name "*$_ss_nl*" -exec stat -c NL {} \;) \
-    >"$_ss_S/a$1.w" 2>/dev/null \
-    && LC_ALL=C awk -v l="$_ss_S/l$1" -v a="$_ss_S/a$1" '
+    >"$_ss_S/a$1.w" 2>/dev/null; then
+    : >"$_ss_S/l$1"; rm -f "$_ss_S/a$1" "$_ss_S/a$1.w"
+    return 0
+  fi
+  LC_ALL=C awk -v l="$_ss_S/l$1" -v a="$_ss_S/a$1" '
       BEGIN { printf "" > a }
       $0 == "NL" { bad = 1; exit }
       {
@@ -50,7 +55,7 @@ _ss_bwalk() {
         if (substr($1, 1, length($1) - 3) == "8") print substr($0, length($1) + 2) > l
       }
       END { exit bad }' "$_ss_S/a$1.w" \
-    || { : >"$_ss_S/l$1"; rm -f "$_ss_S/a$1"; }
+    || { : >"$_ss_S/l$1"; rm -f "$_ss_S/a$1"; _ss_off incremental-out tar; }
   rm -f "$_ss_S/a$1.w"
 }
 # The same for the regular file $2 of file mapping $1: one line, "./f".
