@@ -27,7 +27,10 @@ demo:
 # and the Node host package's tests.
 test: lint
     cargo test --locked
-    SANDBOX_SYNC_PROVIDER=fallback cargo test --locked -p sandbox-sync-tests --test conformance
+    # The lookahead test is about how the tar-stream component streams a
+    # tree of 70,000 files; through the base64 fallback it was a minute of
+    # CI for a path the other runs already hold.
+    SANDBOX_SYNC_PROVIDER=fallback cargo test --locked -p sandbox-sync-tests --test conformance -- --skip a_tree_past_the_lookahead
     SANDBOX_SYNC_COMPRESS=zstd SANDBOX_SYNC_INCREMENTAL=0 cargo test --locked -p sandbox-sync-tests --test conformance
     just js-test
     just fuzz-smoke
