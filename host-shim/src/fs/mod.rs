@@ -711,7 +711,6 @@ fn to_metadata(m: &cap_std::fs::Metadata, link_target: Option<String>) -> Metada
     }
 }
 
-/// The target of `path` in `dir` when `meta` says it is a symlink.
 /// The host path a component's `path` names, its spelled-out components
 /// (see [`byte_name`]) as their bytes; `None` if one is malformed.
 fn os_path(path: &str) -> Option<Cow<'_, Path>> {
@@ -721,6 +720,7 @@ fn os_path(path: &str) -> Option<Cow<'_, Path>> {
     })
 }
 
+/// The target of `path` in `dir` when `meta` says it is a symlink.
 fn link_target(
     dir: &Dir,
     path: &Path,

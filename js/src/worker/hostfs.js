@@ -44,7 +44,7 @@ import {
 import { basename, dirname, isAbsolute, join, resolve } from 'node:path';
 
 import { O_PATH, at, checkProcFd, closeFd, components, createAt, fsError, notPermitted, openAt, openDir, rawComponent, removeEntry, sealFd, walk } from '../beneath.js';
-import { decodePath, encodeComponent, hasEncoded } from '../byte-name.js';
+import { decodePath, encodeComponent } from '../byte-name.js';
 import { native } from '../native.js';
 import { SCRATCH_PREFIX } from '../confine.js';
 import { guarded } from './hostfs-errors.js';
@@ -353,7 +353,7 @@ export class GrantedDir {
   }
 
   symlink(target, path) {
-    const raw = this.#bytes && hasEncoded(target) ? decodePath(target) : target;
+    const raw = this.#bytes ? decodePath(target) : target;
     if (raw === undefined) throw fsError('invalid-name', `link target ${JSON.stringify(target)} is not well formed`);
     this.#mut(path, (dir, leaf) => symlinkSync(raw, at(dir, leaf)));
   }

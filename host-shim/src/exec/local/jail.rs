@@ -119,13 +119,23 @@ pub(super) struct Jail {
 }
 
 /// What the runtime provides in a root besides its files, as a pod's
-/// does; a test takes either away, as some pods have them missing.
+/// does (both, by default); a test takes either away, as some pods have
+/// them missing.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Mounts {
     /// `/dev`'s usual nodes (else an empty tmpfs).
     pub devices: bool,
     /// A `/proc` (else an empty directory).
     pub proc: bool,
+}
+
+impl Default for Mounts {
+    fn default() -> Self {
+        Mounts {
+            devices: true,
+            proc: true,
+        }
+    }
 }
 
 impl Jail {

@@ -44,8 +44,7 @@ pub struct LocalBackend {
     user: Option<u32>,
     exec_latency: Duration,
     reply_latency: Duration,
-    no_devices: bool,
-    no_proc: bool,
+    mounts: jail::Mounts,
     /// The sandbox's `PATH` (default: the usual directories).
     path: Option<String>,
 }
@@ -115,7 +114,7 @@ impl LocalBackend {
     /// `urandom`, as some pods have (no effect without a root).
     #[must_use]
     pub fn without_devices(mut self) -> Self {
-        self.no_devices = true;
+        self.mounts.devices = false;
         self
     }
 
@@ -123,7 +122,7 @@ impl LocalBackend {
     /// might (no effect without a root).
     #[must_use]
     pub fn without_proc(mut self) -> Self {
-        self.no_proc = true;
+        self.mounts.proc = false;
         self
     }
 
@@ -154,17 +153,12 @@ impl LocalBackend {
             .ok_or_else(|| ExecError::Unsupported("empty argv".into()))?;
         let mut cmd = match (&self.root, self.user) {
             (Some(root), user) => {
-                let mounts = jail::Mounts {
-                    devices: !self.no_devices,
-                    proc: !self.no_proc,
-                };
-                let jail =
-                    jail::Jail::new(root, user, self.host_userland, mounts).map_err(|source| {
-                        ExecError::Spawn {
-                            program: program.clone(),
-                            source,
-                        }
-                    })?;
+                let jail = jail::Jail::new(root, user, self.host_userland, self.mounts).map_err(
+                    |source| ExecError::Spawn {
+                        program: program.clone(),
+                        source,
+                    },
+                )?;
                 let mut c = Command::new(program);
                 c.args(args);
                 // SAFETY: `enter` only makes system calls (it runs between
