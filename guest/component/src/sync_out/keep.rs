@@ -18,8 +18,8 @@
 //! lists, which the target holds exactly as the sandbox's current file was
 //! sent before. A sandbox that lies can only make the host keep a file a
 //! sync of it landed there before, at a path the archive still has to
-//! bring the directory of. Names with a newline or backslash are always
-//! sent (the keep list is one name a line).
+//! bring the directory of. Names with a newline or backslash, or ending
+//! in white space, are always sent (see [`listable`]).
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -206,10 +206,7 @@ pub fn decide(
                 meta.size,
                 (h.ctime_sec, h.ctime_nsec),
             ) == Some(token);
-            if unchanged
-                && mode_ok(meta.mode)
-                && !path.contains(['\n', '\\'])
-                && !excluder.excludes(&path)
+            if unchanged && mode_ok(meta.mode) && listable(&path) && !excluder.excludes(&path)
             {
                 lines.push(line);
                 keep.push(Kept {
@@ -230,6 +227,14 @@ pub fn decide(
         keeping.tokens.insert(k, listed);
     }
     Ok((answer, keeping))
+}
+
+/// Whether the sandbox's tar can leave `path` out by name: the keep list
+/// is one name a line (no newline), GNU tar unquotes backslashes in it
+/// and trims trailing white space off each line (gnulib's exclude file
+/// reader), so such names are always sent.
+fn listable(path: &str) -> bool {
+    !path.contains(['\n', '\\']) && !path.ends_with([' ', '\t', '\x0b', '\x0c', '\r'])
 }
 
 /// Target files at listed paths: path, what the listing said of it, what
