@@ -698,6 +698,7 @@ fn kept_file_mappings_are_counted_in_content_bytes(u: Env) {
 }
 
 for_each_userland!(
+    a_source_written_through_a_mapping_is_never_stale,
     a_source_on_a_coarse_filesystem_is_never_stale,
     an_unchanged_tree_is_left_untouched,
     fixed_mtimes_never_hide_new_bytes,
@@ -796,4 +797,45 @@ fn a_source_on_a_coarse_filesystem_is_never_stale(u: Env) {
         );
     }
     drop(fs);
+}
+
+/// Issue 47: a host source a writer keeps mapped (numpy.memmap, LMDB, a
+/// database). Its second write to a page it already dirtied moves no
+/// ctime, so a file changed within the writeback window of a sync is
+/// named by its content: every re-sync lands what the source holds.
+fn a_source_written_through_a_mapping_is_never_stale(u: Env) {
+    let sb = Sandbox::new(u);
+    let f = sb.write_host("src/db.bin", &vec![b'a'; 8192]);
+    // Enough to send that a toolbox sandbox lists its target first.
+    sb.write_host("src/other.bin", &incompressible(1 << 20));
+    let mut w = MappedWriter::open(&f);
+    let first = sync(&sb, true);
+    w.write(0, b"ONE!");
+    // Past the clock tick a plain rewrite needs to show.
+    settle();
+    sync(&sb, true);
+    assert_same_tree(&sb.host.join("src"), &sb.remote_on_host("ws"));
+    // The same page again: no stamp.
+    let before = std::fs::metadata(&f).unwrap();
+    w.write(4, b"TWO!");
+    assert_eq!(
+        std::fs::metadata(&f).unwrap().ctime_nsec(),
+        before.ctime_nsec()
+    );
+    let again = sync(&sb, true);
+    assert_eq!(
+        std::fs::read(sb.remote_on_host("ws/db.bin")).unwrap()[..8],
+        *b"ONE!TWO!",
+        "stale in the sandbox"
+    );
+    assert_same_tree(&sb.host.join("src"), &sb.remote_on_host("ws"));
+    // What did not change is still kept, by its content.
+    if keeps_unchanged(u) {
+        assert!(
+            again.operations[0].files_transferred < first.operations[0].files_transferred,
+            "{again:?}"
+        );
+        let same = sync(&sb, true);
+        assert_eq!(same.operations[0].files_transferred, 0, "{same:?}");
+    }
 }

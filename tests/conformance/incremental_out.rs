@@ -559,6 +559,7 @@ fn target_link(p: &Path) -> PathBuf {
 }
 
 for_each_userland!(
+    a_sandbox_file_written_through_a_mapping_is_never_stale,
     a_killed_syncs_staging_goes_with_the_next_resync,
     a_name_that_is_not_utf8_in_the_target_is_replaced,
     an_unchanged_target_is_left_untouched,
@@ -573,3 +574,45 @@ for_each_userland!(
     host_only_files_do_not_survive,
     an_unreadable_directory_fails_the_resync_as_it_fails_a_full_sync,
 );
+
+/// Issue 47: a sandbox file a writer keeps mapped (a database the agent
+/// started). Its second write to a page it already dirtied moves no
+/// ctime; the sandbox digests the files the last sync found racy, and
+/// every re-sync lands what the file holds.
+fn a_sandbox_file_written_through_a_mapping_is_never_stale(u: Env) {
+    let sb = Sandbox::new(u);
+    let f = sb.write_remote("proj/db.bin", &vec![b'a'; 8192]);
+    sb.write_remote("proj/other.txt", b"unchanged\n");
+    let target = sb.host.join("back");
+    let mut w = MappedWriter::open(&f);
+    sync(&sb, &target, true);
+    sync(&sb, &target, true);
+    w.write(0, b"ONE!");
+    // Past the clock tick a plain rewrite needs to show.
+    settle();
+    sync(&sb, &target, true);
+    assert_eq!(
+        std::fs::read(target.join("db.bin")).unwrap()[..8],
+        *b"ONE!aaaa"
+    );
+    // The same page again: no stamp.
+    let before = std::fs::metadata(&f).unwrap();
+    w.write(4, b"TWO!");
+    assert_eq!(
+        std::fs::metadata(&f).unwrap().ctime_nsec(),
+        before.ctime_nsec()
+    );
+    let again = sync(&sb, &target, true);
+    assert_eq!(
+        std::fs::read(target.join("db.bin")).unwrap()[..8],
+        *b"ONE!TWO!",
+        "stale on the host"
+    );
+    assert_same_tree(&full(&sb), &target);
+    if keeps(u) && keeps_unchanged(u) {
+        // What did not change is still kept, by its content.
+        assert_eq!(again.operations[0].files_transferred, 1, "{again:?}");
+        let same = sync(&sb, &target, true);
+        assert_eq!(same.operations[0].files_transferred, 0, "{same:?}");
+    }
+}

@@ -14,6 +14,8 @@
 pub mod daytona_server;
 pub mod hostile;
 pub mod k8s_server;
+pub mod mapped;
+pub use mapped::MappedWriter;
 
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -124,10 +126,10 @@ pub fn runtime() -> &'static Runtime {
     })
 }
 
-/// Waits until the sources written so far have settled: incremental sync
-/// names what it sends by identities whose ctime lies more than
-/// `SETTLE_NS` (100 ms) behind the host's clock, so a file written just
-/// before a sync lands without a record and is sent once more next time.
+/// Waits out the clock tick: a file written just before a sync and
+/// rewritten just after it shows a new ctime. (Files changed within
+/// `RACY_NS` of a sync are named by their content besides, so no test
+/// needs to wait that out.)
 pub fn settle() {
     std::thread::sleep(std::time::Duration::from_millis(150));
 }

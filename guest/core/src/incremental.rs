@@ -25,9 +25,26 @@
 //! filesystem's clock has passed it: the receiver checks its files'
 //! ctimes against a probe file it creates after landing them (the same
 //! filesystem's clock; see [`ctime_before`]), the sandbox does the same
-//! for the files it lists, and the host checks its sources against its
-//! own clock with [`SETTLE_NS`] of margin (it may not write a probe into a
-//! source).
+//! for the files it lists.
+//!
+//! **Racy files.** A writer through a shared mapping (numpy.memmap, LMDB,
+//! a database) moves the ctime only when it first writes a clean page:
+//! Linux stamps the file at that fault, and later writes to the page go
+//! through unnoticed until writeback cleans it, `dirty_expire` plus
+//! `dirty_writeback` later (35 s by default). So an identity proves a file
+//! unchanged only once its ctime lies [`RACY_NS`] behind the clock it was
+//! read by. A sender's file changed more recently than that is *racy*
+//! (as git calls such index entries): it is named by its content instead.
+//! The receiver digests what it landed of it (MD5, what `md5sum` prints),
+//! and a re-sync keeps it only where the sender's file now digests the
+//! same: on sync-in the host reads its source again ([`inbound_racy`],
+//! [`inbound_fact`]), on sync-out the sandbox digests the files whose
+//! ctimes lie in the last sync's racy window ([`racy_window`],
+//! [`outbound_content`]). Once settled, a kept racy file is named by its
+//! identity again. A writer that keeps a mapping of a file where nothing
+//! writes pages back (tmpfs, or `dirty_writeback_centisecs` 0) can write
+//! unseen for as long as it holds it: `--checksum` names every file by its
+//! content.
 //!
 //! Who is trusted: on sync-in the receiver is the sandbox, and its facts
 //! (`.paperclip-upload-state`) are the sandbox's to forge; a forged fact
@@ -40,14 +57,16 @@ use std::hash::Hasher as _;
 
 use siphasher::sip::SipHasher13;
 
-/// How far a host source's ctime must lie behind the host's clock before
-/// its identity counts. A local filesystem stamps changes with the
-/// kernel's coarse clock, which lags the system clock by at most a tick
-/// (10 ms at `HZ=100`, the coarsest): a ctime older than that is one no
-/// later change can repeat. A network filesystem stamps with its server's
-/// clock; one more than this behind ours is the residual risk
-/// (THREAT_MODEL.md).
-pub const SETTLE_NS: i128 = 100_000_000;
+/// How far a sender's ctime must lie behind the clock before its identity
+/// counts: Linux writes a dirty page back `dirty_expire_centisecs` (30 s)
+/// after it was dirtied, at the flusher's next wake-up
+/// (`dirty_writeback_centisecs`, 5 s), and only then makes a shared
+/// mapping's next write to it stamp the file again; 25 s more for a
+/// flusher behind a busy disk. This also covers the clock tick (a change
+/// within the tick the identity was read in keeps the ctime) and a
+/// network filesystem whose server's clock is behind ours by less than
+/// it. A file changed more recently is named by its content.
+pub const RACY_NS: i128 = 60_000_000_000;
 
 /// How much later than a whole-second ctime the change it stamps may
 /// have been: a filesystem that keeps whole seconds (ext4 with 128-byte
@@ -141,13 +160,13 @@ pub struct HostId {
 
 impl HostId {
     /// True when the host's clock `now` (seconds, nanoseconds) is more
-    /// than [`SETTLE_NS`] past the identity's ctime, and [`COARSE_NS`]
+    /// than [`RACY_NS`] past the identity's ctime, and [`COARSE_NS`]
     /// more where the ctime is a whole second: a change after it would
-    /// have moved it.
+    /// have moved it. Otherwise the file is racy.
     pub fn settled(&self, now: (i64, u32)) -> bool {
         let at = |s: i64, n: u32| i128::from(s) * 1_000_000_000 + i128::from(n);
         let grain = if self.ctime_nsec == 0 { COARSE_NS } else { 0 };
-        at(self.ctime_sec, self.ctime_nsec) + grain + SETTLE_NS < at(now.0, now.1)
+        at(self.ctime_sec, self.ctime_nsec) + grain + RACY_NS < at(now.0, now.1)
     }
 }
 
@@ -168,6 +187,80 @@ pub fn inbound(id: &HostId, mode: u32, mtime: u64) -> Token {
     )
 }
 
+/// Characters of a racy token on the wire: `r` and 15 hex digits.
+pub const RACY_HEX: usize = 16;
+
+/// What a racy host file is sent under: `r` and 60 bits of a hash of its
+/// size, and the mode and mtime it lands with. The sandbox digests the
+/// file it landed and records `<this>-<md5>` ([`fact_token`]); a re-sync
+/// keeps the file where the host's file now has the same size, mode and
+/// mtime and digests the same ([`inbound_fact`]). The host's identity is
+/// left out: the bytes are compared, so a copy of them lands nothing new.
+pub fn inbound_racy(size: u64, mode: u32, mtime: u64) -> String {
+    let t = Token::of(
+        "sandbox-sync in racy 1",
+        &[
+            &size.to_le_bytes(),
+            &mode.to_le_bytes(),
+            &mtime.to_le_bytes(),
+        ],
+    );
+    let mut s = String::with_capacity(RACY_HEX);
+    s.push('r');
+    s.push_str(&t.hex()[1..]);
+    s
+}
+
+/// What a sandbox records for a racy file it landed, folded to a token:
+/// the racy token it was sent under and the digest of what landed.
+pub fn inbound_fact(racy: &str, md5: &[u8; 16]) -> Token {
+    Token::of("sandbox-sync in racy fact 1", &[racy.as_bytes(), md5])
+}
+
+/// A token as an inbound listing names it: a [`Token`] (`false`), or a
+/// racy file's `r<15 hex>-<32 hex md5>`, folded by [`inbound_fact`]
+/// (`true`: the host must digest its file to compare).
+pub fn fact_token(s: &str) -> Option<(Token, bool)> {
+    if let Some(t) = Token::parse(s) {
+        return Some((t, false));
+    }
+    let (racy, md5) = s.split_once('-')?;
+    let hex_digits = |s: &str| s.bytes().all(|b| nibble(b).is_some());
+    if racy.len() != RACY_HEX || !racy.starts_with('r') || !hex_digits(&racy[1..]) {
+        return None;
+    }
+    Some((inbound_fact(racy, &parse_md5(md5)?), true))
+}
+
+/// 32 lowercase hex digits, as `md5sum` prints a digest.
+pub fn parse_md5(s: &str) -> Option<[u8; 16]> {
+    let b = s.as_bytes();
+    if b.len() != 32 {
+        return None;
+    }
+    let mut d = [0u8; 16];
+    for (i, pair) in b.chunks(2).enumerate() {
+        d[i] = (nibble(pair[0])? << 4) | nibble(pair[1])?;
+    }
+    Some(d)
+}
+
+/// A digest of a file's bytes, as `md5sum` computes it.
+#[derive(Default)]
+pub struct Digester(md5::Md5);
+
+impl Digester {
+    /// Takes the next bytes.
+    pub fn update(&mut self, bytes: &[u8]) {
+        md5::Digest::update(&mut self.0, bytes);
+    }
+
+    /// The digest.
+    pub fn finish(self) -> [u8; 16] {
+        md5::Digest::finalize(self.0).into()
+    }
+}
+
 /// The token of a sandbox file as the outbound program listed it: its
 /// device, inode and ctime, as `stat` printed them.
 pub fn outbound(device: &str, inode: &str, ctime: &str) -> Token {
@@ -175,6 +268,86 @@ pub fn outbound(device: &str, inode: &str, ctime: &str) -> Token {
         "sandbox-sync out 2",
         &[device.as_bytes(), inode.as_bytes(), ctime.as_bytes()],
     )
+}
+
+/// The token of a racy sandbox file by its content: its identity's
+/// token (see [`outbound`]) and the digest of its bytes.
+pub fn outbound_content(identity: Token, md5: &[u8; 16]) -> Token {
+    Token::of("sandbox-sync out content 1", &[&identity.0, md5])
+}
+
+/// Whether a sandbox file with `ctime` was racy when the clock read
+/// `probe` (both as the sandbox prints them, see [`ctime_before`]): its
+/// ctime lies less than [`RACY_NS`] before it. Anything unreadable is
+/// racy.
+pub fn racy_at(ctime: &str, probe: &str) -> bool {
+    match (ctime_ns(ctime), ctime_ns(probe)) {
+        (Some(c), Some(p)) => c + RACY_NS >= p,
+        _ => true,
+    }
+}
+
+/// The racy window of a sync whose sandbox clock read `probe`: the
+/// ctimes from the first (a whole second, at or before `probe` less
+/// [`RACY_NS`]) to just before `probe`, as strings the sandbox compares
+/// its `stat` output with. A file whose ctime lies in it was racy then and
+/// is still as it was; its content decides whether it still is.
+pub fn racy_window(probe: &str) -> Option<(String, String)> {
+    let p = ctime_ns(probe)?;
+    let lo = (p - RACY_NS).div_euclid(1_000_000_000);
+    Some((format_ctime(i64::try_from(lo).ok()?)?, probe.to_owned()))
+}
+
+/// `%z` as nanoseconds since the epoch.
+fn ctime_ns(s: &str) -> Option<i128> {
+    let (whole, ns) = ctime_key(s)?;
+    let num = |r: std::ops::Range<usize>| whole.get(r)?.parse::<i64>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, se) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let secs = days_from_civil(y, mo, d) * 86_400 + h * 3_600 + mi * 60 + se;
+    Some(i128::from(secs) * 1_000_000_000 + i128::from(ns))
+}
+
+/// Seconds since the epoch as `TZ=UTC0 stat -c %z` prints a whole second.
+fn format_ctime(secs: i64) -> Option<String> {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    if !(0..=9999).contains(&y) {
+        return None;
+    }
+    Some(format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} +0000",
+        rem / 3_600,
+        rem % 3_600 / 60,
+        rem % 60
+    ))
+}
+
+// Days from and to a proleptic Gregorian date (Howard Hinnant's
+// algorithms): two small conversions are not worth a date crate in the
+// guest.
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 /// Whether `ctime` lies strictly before `probe`, both as the sandbox
@@ -219,6 +392,9 @@ fn ctime_key(s: &str) -> Option<(&str, u32)> {
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Facts {
     map: std::collections::HashMap<(u64, u64), Fact>,
+    /// The sandbox's clock when it listed what they were landed from (as
+    /// it printed it): the racy window the next sync's sandbox digests.
+    pub probe: Option<String>,
 }
 
 /// One landed host file.
@@ -234,8 +410,12 @@ pub struct Fact {
     pub token: Token,
 }
 
-/// A record's first bytes: the format, so an old record is simply none.
-const FACTS_MAGIC: &[u8; 8] = b"ssfacts1";
+/// A record's first bytes: the format, so an old record is simply none
+/// (the first format had no probe: its facts still count).
+const FACTS_MAGIC: &[u8; 8] = b"ssfacts2";
+const FACTS_MAGIC_1: &[u8; 8] = b"ssfacts1";
+/// The longest probe a record keeps.
+const PROBE_MAX: usize = 64;
 /// Bytes per fact in a record.
 const FACT_BYTES: usize = 8 + 8 + 8 + 8 + 4 + 8;
 
@@ -271,8 +451,14 @@ impl Facts {
 
     /// The record's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(FACTS_MAGIC.len() + self.map.len() * FACT_BYTES);
+        let probe = self.probe.as_deref().filter(|p| p.len() <= PROBE_MAX);
+        let probe = probe.unwrap_or("").as_bytes();
+        let mut out =
+            Vec::with_capacity(FACTS_MAGIC.len() + 1 + probe.len() + self.map.len() * FACT_BYTES);
         out.extend_from_slice(FACTS_MAGIC);
+        // At most PROBE_MAX: the cast is lossless.
+        out.push(probe.len() as u8);
+        out.extend_from_slice(probe);
         for (&(dev, ino), f) in &self.map {
             out.extend_from_slice(&dev.to_le_bytes());
             out.extend_from_slice(&ino.to_le_bytes());
@@ -286,13 +472,27 @@ impl Facts {
 
     /// Reads [`Facts::encode`] output; anything else is no facts.
     pub fn decode(bytes: &[u8]) -> Facts {
-        let Some(body) = bytes.strip_prefix(FACTS_MAGIC.as_slice()) else {
+        let (body, probe) = if let Some(rest) = bytes.strip_prefix(FACTS_MAGIC.as_slice()) {
+            let Some((&n, rest)) = rest.split_first() else {
+                return Facts::new();
+            };
+            let n = usize::from(n);
+            let Some(probe) = rest.get(..n).and_then(|p| std::str::from_utf8(p).ok()) else {
+                return Facts::new();
+            };
+            (&rest[n..], (n > 0).then(|| probe.to_owned()))
+        } else if let Some(body) = bytes.strip_prefix(FACTS_MAGIC_1.as_slice()) {
+            (body, None)
+        } else {
             return Facts::new();
         };
         if body.len() % FACT_BYTES != 0 {
             return Facts::new();
         }
-        let mut facts = Facts::new();
+        let mut facts = Facts {
+            probe,
+            ..Facts::new()
+        };
         for rec in body.chunks_exact(FACT_BYTES) {
             let u64_at = |i: usize| {
                 let mut b = [0u8; 8];
@@ -385,15 +585,15 @@ mod tests {
 
     #[test]
     fn a_host_identity_settles_a_margin_after_its_ctime() {
-        assert!(!id(100, 1).settled((100, 100_000_000)));
-        assert!(!id(100, 1).settled((100, 100_000_001)));
-        assert!(id(100, 1).settled((100, 100_000_002)));
+        assert!(!id(100, 1).settled((160, 0)));
+        assert!(!id(100, 1).settled((160, 1)));
+        assert!(id(100, 1).settled((160, 2)));
         assert!(!id(100, 500).settled((99, 0)), "a clock behind the file");
         // A whole-second ctime may stamp any change of the next two
         // seconds (a coarse filesystem): it waits them out.
-        assert!(!id(100, 0).settled((100, 500_000_000)));
-        assert!(!id(101, 0).settled((103, 100_000_000)));
-        assert!(id(101, 0).settled((103, 100_000_001)));
+        assert!(!id(100, 0).settled((161, 500_000_000)));
+        assert!(!id(101, 0).settled((163, 0)));
+        assert!(id(101, 0).settled((163, 1)));
     }
 
     #[test]
@@ -425,6 +625,84 @@ mod tests {
     }
 
     #[test]
+    fn racy_tokens_carry_the_landed_digest() {
+        let r = inbound_racy(12, 0o644, 7);
+        assert_eq!(r.len(), RACY_HEX);
+        assert!(r.starts_with('r') && r[1..].bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_ne!(r, inbound_racy(13, 0o644, 7));
+        assert_ne!(r, inbound_racy(12, 0o600, 7));
+        assert_ne!(r, inbound_racy(12, 0o644, 8));
+        let md5 = "0cc175b9c0f1b6a831c399e269772661"; // md5sum of "a"
+        let (t, racy) = fact_token(&format!("{r}-{md5}")).unwrap();
+        assert!(racy);
+        let mut d = Digester::default();
+        d.update(b"a");
+        assert_eq!(t, inbound_fact(&r, &d.finish()));
+        let mut d = Digester::default();
+        d.update(b"b");
+        assert_ne!(t, inbound_fact(&r, &d.finish()));
+        let plain = inbound(&id(100, 5), 0o644, 7);
+        assert_eq!(fact_token(&plain.hex()), Some((plain, false)));
+        for bad in [
+            format!("{r}-{}", &md5[1..]),
+            format!("{r}{md5}"),
+            format!("x{}-{md5}", &r[1..]),
+            format!("{}-{md5}", &r[..15]),
+            format!("{r}-{}", md5.to_uppercase()),
+        ] {
+            assert_eq!(fact_token(&bad), None, "{bad}");
+        }
+        let a = outbound("1", "2", "t");
+        let digest = parse_md5(md5).unwrap();
+        assert_ne!(outbound_content(a, &digest), a);
+        assert_ne!(
+            outbound_content(a, &digest),
+            outbound_content(outbound("1", "2", "u"), &digest)
+        );
+    }
+
+    #[test]
+    fn the_racy_window_is_the_minute_before_a_probe() {
+        assert_eq!(format_ctime(0).unwrap(), "1970-01-01 00:00:00 +0000");
+        // `date -u -d @1796601822`: Mon Dec 7 00:03:42 UTC 2026.
+        assert_eq!(
+            ctime_ns("2026-12-07 00:03:42.5 +0000"),
+            Some(1_796_601_822_500_000_000)
+        );
+        assert_eq!(
+            format_ctime(1_796_601_822).unwrap(),
+            "2026-12-07 00:03:42 +0000"
+        );
+        assert_eq!(
+            format_ctime(951_782_400).unwrap(),
+            "2000-02-29 00:00:00 +0000"
+        );
+        for d in [-800_000, -1, 0, 59, 60, 365, 11_016, 20_000, 2_932_896] {
+            let (y, m, dd) = civil_from_days(d);
+            assert_eq!(days_from_civil(y, m, dd), d);
+        }
+        let probe = "2026-12-07 00:01:00.25 +0000";
+        let (lo, hi) = racy_window(probe).unwrap();
+        assert_eq!(lo, "2026-12-07 00:00:00 +0000");
+        assert_eq!(hi, probe);
+        // The sandbox compares as strings: the window's ends order as
+        // the times do.
+        let inside = "2026-12-07 00:00:00.300000000 +0000";
+        assert!(lo.as_str() <= inside && inside < hi.as_str());
+        assert!("2026-12-06 23:59:59.999999999 +0000" < lo.as_str());
+        assert!(racy_at(inside, probe));
+        assert!(racy_at("2026-12-07 00:00:00.25 +0000", probe));
+        // The window starts a whole second early: more digested, none missed.
+        assert!(!racy_at("2026-12-07 00:00:00.1 +0000", probe));
+        assert!(!racy_at("2026-12-07 00:00:00.249999999 +0000", probe));
+        assert!(racy_at("not a time", probe));
+        // Across a year's end.
+        let (lo, _) = racy_window("2027-01-01 00:00:30 +0000").unwrap();
+        assert_eq!(lo, "2026-12-31 23:59:30 +0000");
+        assert_eq!(racy_window("yesterday"), None);
+    }
+
+    #[test]
     fn facts_round_trip_and_match_only_an_unchanged_file() {
         let mut f = Facts::new();
         let token = outbound("1", "2", "t");
@@ -438,13 +716,21 @@ mod tests {
                 token,
             },
         );
+        f.probe = Some("2026-12-01 23:43:04.220807597 +0000".into());
         let back = Facts::decode(&f.encode());
         assert_eq!(back, f);
+        // A record of the first format still counts, without a probe.
+        let mut old = b"ssfacts1".to_vec();
+        old.extend_from_slice(&f.encode()[9 + 35..]);
+        let old = Facts::decode(&old);
+        assert_eq!(old.current(9, 10, 3, (-4, 5)), Some(token));
+        assert_eq!(old.probe, None);
         assert_eq!(back.current(9, 10, 3, (-4, 5)), Some(token));
         assert_eq!(back.current(9, 10, 3, (-4, 6)), None);
         assert_eq!(back.current(9, 10, 4, (-4, 5)), None);
         assert_eq!(back.current(9, 11, 3, (-4, 5)), None);
         assert!(Facts::decode(b"ssfacts0").is_empty());
+        assert!(Facts::decode(b"ssfacts2\x09short").is_empty());
         assert!(Facts::decode(&f.encode()[..20]).is_empty());
     }
 }

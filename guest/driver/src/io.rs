@@ -337,6 +337,21 @@ impl Source for GuardedInput {
     }
 }
 
+/// The digest of the file at `path` in `grant`, read whole (see
+/// [`sandbox_sync_core::incremental::Digester`]); none if it cannot be
+/// read, which only makes a racy file go unrecorded (or be sent).
+pub fn digest(grant: &GrantedDir, path: &str) -> Option<[u8; 16]> {
+    let stream = grant.open_read(path).ok()?;
+    let mut d = sandbox_sync_core::incremental::Digester::default();
+    loop {
+        match stream.blocking_read(1 << 20) {
+            Ok(chunk) => d.update(&chunk),
+            Err(WasiStreamError::Closed) => return Some(d.finish()),
+            Err(WasiStreamError::LastOperationFailed(_)) => return None,
+        }
+    }
+}
+
 /// The host's clock: seconds and nanoseconds since the epoch ((0, 0) if it
 /// is set before 1970).
 pub fn now() -> (i64, u32) {

@@ -189,7 +189,18 @@ fn deliver(
     if !done && !streaming {
         walker.fill(&mut plan.members, usize::MAX).map_err(refuse)?;
     }
-    let mut keeper = Keeper::new(&listing, &plan.file_modes, plan.walked_at, caps.records);
+    let digest = |g: usize, path: &str| {
+        sources
+            .get(g)
+            .and_then(|s| sandbox_sync_driver::io::digest(s, path))
+    };
+    let mut keeper = Keeper::new(
+        &listing,
+        &digest,
+        &plan.file_modes,
+        plan.walked_at,
+        caps.records,
+    );
     let skip = keeper.skips(&plan.members);
     // Only a whole plan has a length; a streamed one ends at its marker.
     let promised = (!streaming).then(|| keeper.archive_len(plan.members_len()));

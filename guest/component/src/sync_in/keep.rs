@@ -13,6 +13,13 @@
 //! and, where the sandbox records, the tokens of what it sends (`t<k>`,
 //! `tf<k>`).
 //!
+//! A racy host file (changed within [`incremental::RACY_NS`] of the walk)
+//! goes under a racy token instead, which the sandbox records with the
+//! digest of what it landed; a re-sync keeps it only where the host's file
+//! digests the same now, and once it has settled names it by its identity
+//! again (its token goes in `t<k>` though it is kept: the sandbox records
+//! it over the racy one).
+//!
 //! Names with a newline or backslash are always sent (the program's file
 //! list is one name a line, and GNU tar unquotes backslashes). A sandbox
 //! that lies here can only make us skip a file whose bytes it already
@@ -27,16 +34,38 @@ use std::fmt::Write as _;
 use sandbox_sync_core::incremental::{self, Token};
 use sandbox_sync_core::plan::{Planned, PlannedKind};
 use sandbox_sync_core::plan_log::PlanLog;
-use sandbox_sync_core::script::Listing;
+use sandbox_sync_core::script::{Listed, Listing};
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::OperationResult;
 
 /// Most bytes of tokens sent per call (about 700k files); past it files
 /// land without a record and are sent again next time.
 const MAX_TOKEN_BYTES: usize = 32 << 20;
 
+/// Reads a host file whole and digests it: grant, path beneath it.
+pub type Digest<'l> = &'l dyn Fn(usize, &str) -> Option<[u8; 16]>;
+
+/// What a host file is sent under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Mine {
+    /// Settled: its identity's token.
+    Identity(Token),
+    /// Racy: its racy token (the sandbox adds its digest).
+    Racy(String),
+}
+
+impl Mine {
+    fn text(&self) -> String {
+        match self {
+            Mine::Identity(t) => t.hex(),
+            Mine::Racy(r) => r.clone(),
+        }
+    }
+}
+
 /// Decides, member by member, what the targets already hold.
 pub struct Keeper<'l> {
     listing: &'l Listing,
+    digest: Digest<'l>,
     /// File mappings that may keep their target, with the mode it lands with.
     file_modes: &'l BTreeMap<usize, u32>,
     /// The host's clock before the walk read any identity.
@@ -50,8 +79,8 @@ pub struct Keeper<'l> {
     /// Per directory mapping, `<token> ./<rel>` lines of what is sent.
     tokens: BTreeMap<usize, Vec<u8>>,
     token_bytes: usize,
-    /// Per file mapping sent, its token.
-    file_tokens: BTreeMap<usize, Token>,
+    /// Per file mapping sent (or kept and settled since), its token.
+    file_tokens: BTreeMap<usize, String>,
     /// Listed directory mappings the archive brings a regular file for:
     /// their merge changes something, so the sandbox need not look.
     sent: std::collections::BTreeSet<usize>,
@@ -67,12 +96,14 @@ impl<'l> Keeper<'l> {
     /// clock before the walk began, `records` whether the sandbox records.
     pub fn new(
         listing: &'l Listing,
+        digest: Digest<'l>,
         file_modes: &'l BTreeMap<usize, u32>,
         walked_at: (i64, u32),
         records: bool,
     ) -> Self {
         Keeper {
             listing,
+            digest,
             file_modes,
             walked_at,
             records,
@@ -93,14 +124,35 @@ impl<'l> Keeper<'l> {
         !self.records && self.listing.dirs.is_empty() && self.listing.files.is_empty()
     }
 
-    /// The token `p` lands under with `mode`, if its identity counts.
-    fn token(&self, p: &Planned, mode: u32) -> Option<Token> {
+    /// What `p` lands under with `mode`.
+    fn token(&self, p: &Planned, mode: u32) -> Option<Mine> {
         let PlannedKind::HostFile { stamp, .. } = &p.kind else {
             return None;
         };
         let id = stamp.host_id();
-        id.settled(self.walked_at)
-            .then(|| incremental::inbound(&id, mode, p.mtime))
+        Some(if id.settled(self.walked_at) {
+            Mine::Identity(incremental::inbound(&id, mode, p.mtime))
+        } else {
+            Mine::Racy(incremental::inbound_racy(stamp.size, mode, p.mtime))
+        })
+    }
+
+    /// Whether the target's file, `listed`, is what `p` would land with
+    /// `mode` now: by identity, or for a racy fact by the host file's size,
+    /// mode, mtime and digest.
+    fn holds(&self, p: &Planned, mode: u32, mine: &Mine, listed: &Listed) -> bool {
+        let PlannedKind::HostFile {
+            grant, path, stamp, ..
+        } = &p.kind
+        else {
+            return false;
+        };
+        if !listed.racy {
+            return *mine == Mine::Identity(listed.token);
+        }
+        let racy = incremental::inbound_racy(stamp.size, mode, p.mtime);
+        (self.digest)(*grant, path)
+            .is_some_and(|md5| incremental::inbound_fact(&racy, &md5) == listed.token)
     }
 
     /// Whether the target already holds `p` (then it is recorded as kept;
@@ -110,18 +162,28 @@ impl<'l> Keeper<'l> {
             return false;
         };
         let grant = *grant;
+        let Some(mine) = self.token(p, p.mode) else {
+            return false;
+        };
         if let Some(&mode) = self.file_modes.get(&grant) {
             // A file mapping's member is f<k>.
-            let mine = self.token(p, mode);
-            if mine.is_some() && self.listing.files.get(&grant) == mine.as_ref() {
+            let mine = self.token(p, mode).unwrap_or(mine);
+            let listed = self.listing.files.get(&grant);
+            if listed.is_some_and(|l| self.holds(p, mode, &mine, l)) {
                 self.kept_files.push(grant);
                 // File mappings count content bytes, as the seed does.
                 self.counted.push((grant, stamp.size));
                 self.dropped += p.member().archive_len();
+                // A racy fact of a file settled since is recorded anew.
+                if self.records && listed.is_some_and(|l| l.racy) {
+                    if let Mine::Identity(t) = mine {
+                        self.file_tokens.insert(grant, t.hex());
+                    }
+                }
                 return true;
             }
-            if let Some(t) = mine.filter(|_| self.records) {
-                self.file_tokens.insert(grant, t);
+            if self.records {
+                self.file_tokens.insert(grant, mine.text());
             }
             return false;
         }
@@ -130,34 +192,43 @@ impl<'l> Keeper<'l> {
         let Some(rel) = p.name.strip_prefix(self.prefix.as_str()) else {
             return false;
         };
-        let mine = self.token(p, p.mode);
         let plain = !rel.contains(['\n', '\\']);
         let listed = self.listing.dirs.get(&grant).and_then(|f| f.get(rel));
-        if let Some(l) = listed.filter(|l| plain && mine == Some(l.token)) {
+        if let Some(l) = listed.filter(|l| plain && self.holds(p, p.mode, &mine, l)) {
             self.kept.entry(grant).or_default().push(l.line);
             // Directory mappings count archive bytes.
             self.counted.push((grant, p.member().archive_len()));
             self.dropped += p.member().archive_len();
+            // A racy fact of a file settled since is recorded anew.
+            if self.records && l.racy && matches!(mine, Mine::Identity(_)) {
+                self.note(grant, rel, &mine);
+            }
             return true;
         }
         if self.listing.dirs.contains_key(&grant) {
             self.sent.insert(grant);
         }
-        if let Some(t) = mine.filter(|_| self.records && plain) {
-            if self.token_bytes < MAX_TOKEN_BYTES {
-                let line = self.tokens.entry(grant).or_default();
-                let before = line.len();
-                line.extend_from_slice(t.hex().as_bytes());
-                line.extend_from_slice(b" ./");
-                // The sandbox records the name's own bytes (its listing
-                // names them so: see `byte_name`).
-                let raw = sandbox_sync_core::byte_name::decode_path(rel);
-                line.extend_from_slice(raw.as_deref().unwrap_or(rel.as_bytes()));
-                line.push(b'\n');
-                self.token_bytes += line.len() - before;
-            }
+        if self.records && plain {
+            self.note(grant, rel, &mine);
         }
         false
+    }
+
+    /// Adds `<token> ./<rel>` to directory mapping `grant`'s `t<k>`.
+    fn note(&mut self, grant: usize, rel: &str, mine: &Mine) {
+        if self.token_bytes >= MAX_TOKEN_BYTES {
+            return;
+        }
+        let line = self.tokens.entry(grant).or_default();
+        let before = line.len();
+        line.extend_from_slice(mine.text().as_bytes());
+        line.extend_from_slice(b" ./");
+        // The sandbox records the name's own bytes (its listing names
+        // them so: see `byte_name`).
+        let raw = sandbox_sync_core::byte_name::decode_path(rel);
+        line.extend_from_slice(raw.as_deref().unwrap_or(rel.as_bytes()));
+        line.push(b'\n');
+        self.token_bytes += line.len() - before;
     }
 
     /// The members that say what was kept and what the sandbox records:
@@ -182,7 +253,7 @@ impl<'l> Keeper<'l> {
         let file_tokens = self
             .file_tokens
             .iter()
-            .map(|(k, t)| (format!("tf{k}"), format!("{}\n", t.hex()).into_bytes()));
+            .map(|(k, t)| (format!("tf{k}"), format!("{t}\n").into_bytes()));
         kept.chain(sent)
             .chain(files)
             .chain(tokens)

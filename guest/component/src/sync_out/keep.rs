@@ -24,7 +24,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use sandbox_sync_core::exclude::Excluder;
-use sandbox_sync_core::incremental::{Fact, Facts, Token};
+use sandbox_sync_core::incremental::{self, Fact, Facts, Token};
 use sandbox_sync_core::sandbox_path::split_parent;
 use sandbox_sync_core::script::{
     ranges, Decoder, Encoding, Listed, Marker, Named, OutboundSink, TooManyListed,
@@ -60,6 +60,15 @@ pub fn load_facts(m: &FileMapping) -> Facts {
     sync_state::load(&record_key(m))
         .map(|b| Facts::decode(&b))
         .unwrap_or_default()
+}
+
+/// The ctimes whose files the sandbox digests as it lists: the racy
+/// window of the sync `facts` were recorded by (none: nothing to digest).
+pub fn window(facts: &Facts) -> Option<(String, String)> {
+    if facts.is_empty() {
+        return None;
+    }
+    incremental::racy_window(facts.probe.as_deref()?)
 }
 
 /// What the exchange settled, per listed mapping.
@@ -198,17 +207,20 @@ pub fn decide(
         };
         let mut lines = Vec::new();
         let mut keep = Vec::new();
-        for (path, Listed { token, line }, h) in held {
+        for (path, listed, h) in held {
             let meta = &h.metadata;
-            let unchanged = facts.current(
+            let fact = facts.current(
                 meta.device,
                 meta.inode,
                 meta.size,
                 (h.ctime_sec, h.ctime_nsec),
-            ) == Some(token);
-            if unchanged && mode_ok(meta.mode) && listable(&path) && !excluder.excludes(&path)
-            {
-                lines.push(line);
+            );
+            // A fact of a settled file names its identity, one of a racy
+            // file its content too.
+            let unchanged =
+                fact.is_some() && (fact == Some(listed.token) || fact == listed.content);
+            if unchanged && mode_ok(meta.mode) && listable(&path) && !excluder.excludes(&path) {
+                lines.push(listed.line);
                 keep.push(Kept {
                     path,
                     size: meta.size,
@@ -561,21 +573,46 @@ pub fn tree_facts(
     };
     for (path, e) in files_under(grant, "", tokens, shown)? {
         if let (Some(l), Some(&was)) = (tokens.get(&path), landed.get(&path)) {
-            insert_fact(&mut facts, &e, l.token, was, clock);
+            if let Some(token) = landed_token(grant, &path, l) {
+                insert_fact(&mut facts, &e, token, was, clock);
+            }
         }
     }
+    facts.probe.clone_from(&tokens.probe);
     Ok(facts)
 }
 
+/// What a landed file's fact names: the sandbox file's identity, or where
+/// that was racy as the sandbox listed it, its content too, digested off
+/// the landed file (what a writer through a mapping does to the sandbox's
+/// file after that shows as another digest). None where it cannot be read.
+fn landed_token(grant: &GrantedDir, path: &str, l: Listed) -> Option<Token> {
+    if !l.racy {
+        return Some(l.token);
+    }
+    let md5 = io::digest(grant, path)?;
+    Some(incremental::outbound_content(l.token, &md5))
+}
+
 /// The fact of a file mapping's target `base` in `grant`, just landed as
-/// `was` from the sandbox's file listed under `token`.
-pub fn file_fact(grant: &GrantedDir, base: &str, token: Token, was: Landed) -> Facts {
+/// `was` from the sandbox's file listed as `listed`, made before the
+/// sandbox's clock read `probe`.
+pub fn file_fact(
+    grant: &GrantedDir,
+    base: &str,
+    listed: Listed,
+    was: Landed,
+    probe: Option<&str>,
+) -> Facts {
     let mut facts = Facts::new();
-    if let (Some(clock), Ok(e)) = (probe(grant), grant.stat_change(base, false)) {
+    if let (Some(clock), Ok(e)) = (self::probe(grant), grant.stat_change(base, false)) {
         if e.metadata.kind == EntryKind::File {
-            insert_fact(&mut facts, &e, token, was, clock);
+            if let Some(token) = landed_token(grant, base, listed) {
+                insert_fact(&mut facts, &e, token, was, clock);
+            }
         }
     }
+    facts.probe = probe.map(str::to_owned);
     facts
 }
 

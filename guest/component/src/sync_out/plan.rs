@@ -111,9 +111,10 @@ pub fn prepare<'a>(
                         && !written_by_another(&all_targets, k)
                         && holds_big_file(targets[k], base, &m.target_path)?;
                     if list {
-                        script.list_file(k, &source)?;
+                        let f = keep::load_facts(m);
+                        script.list_file(k, &source, keep::window(&f).as_ref().map(pair))?;
                         listed.push(k);
-                        facts.insert(k, keep::load_facts(m));
+                        facts.insert(k, f);
                     }
                     script.file(i, j, &source, list.then_some(k))?;
                 }
@@ -121,9 +122,16 @@ pub fn prepare<'a>(
                     Excluder::new(&m.exclude)?;
                     let list = incremental && (remote || holds_files(targets[k], &m.target_path)?);
                     if list {
-                        script.list_dir(k, &source, m.follow_symlinks)?;
+                        let f = keep::load_facts(m);
+                        let window = keep::window(&f);
+                        script.list_dir(
+                            k,
+                            &source,
+                            m.follow_symlinks,
+                            window.as_ref().map(pair),
+                        )?;
                         listed.push(k);
-                        facts.insert(k, keep::load_facts(m));
+                        facts.insert(k, f);
                     }
                     let keep = list.then_some(k);
                     script.dir(i, j, &source, m.follow_symlinks, &m.exclude, keep)?;
@@ -154,6 +162,11 @@ pub fn prepare<'a>(
         facts,
         program,
     })
+}
+
+/// A window's ends as the script takes them.
+fn pair(w: &(String, String)) -> (&str, &str) {
+    (&w.0, &w.1)
 }
 
 /// Whether a file mapping's target `base` (in its parent's grant) is a

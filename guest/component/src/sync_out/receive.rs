@@ -303,7 +303,7 @@ pub fn land(
                 let (_, base) = split_parent(&m.target_path);
                 tokens
                     .get("f")
-                    .map(|l| keep::file_fact(grant, base, l.token, was))
+                    .map(|l| keep::file_fact(grant, base, l, was, tokens.probe.as_deref()))
                     .unwrap_or_default()
             }
             None => Facts::new(),

@@ -283,18 +283,19 @@ _ss_keepable() {
 _ss_keep() {
   [ -e "/proc/self/fd/9/k$1" ] || return 0
   [ -e "$_ss_S/J$1" ] || _ss_die "$_ss_E_EXTRACT" "the listing of $2 was lost"
-  LC_ALL=C awk -v keep="/proc/self/fd/9/k$1" -v was="$_ss_S/I$1" -v kt="$_ss_S/KT$1" -v ki="$_ss_S/KI$1" '
+  LC_ALL=C awk -v keep="/proc/self/fd/9/k$1" -v was="$_ss_S/I$1" -v ki="$_ss_S/KI$1" '
     function rel(l, f) { split(l, f, " "); return substr(l, length(f[1] f[2] f[3] f[4] f[5] f[6]) + 7) }
     BEGIN {
       while ((getline l < keep) > 0) { split(l, f, " "); a[++n] = f[1] + 0; b[n] = f[2] + 0 }
       while ((getline l < was) > 0) { split(l, f, " "); id[rel(l)] = f[1] " " f[2] }
-      printf "" > kt; printf "" > ki; i = 1
+      printf "" > ki; i = 1
     }
     {
       while (i <= n && FNR > b[i]) i++
       if (i > n) exit
       if (FNR < a[i]) next
-      p = substr($0, 18); print p; print > kt; print id[p] > ki
+      # The token is one word: 16 characters, or 49 for a racy file.
+      p = substr($0, length($1) + 2); print p; print id[p] > ki
     }' "$_ss_S/J$1" >"$_ss_S/K$1" \
     || _ss_die "$_ss_E_EXTRACT" "cannot read the keep list of $2"
 }
@@ -477,13 +478,19 @@ _ss_facts() {
     _ss_canon "$_ss_x" && _ss_in_root "$_ss_r" || continue
     case $_ss_k in
       f*)
+        # A kept file keeps its token, unless the host sent a new one.
         _ss_t=
-        if [ -e "/proc/self/fd/9/k$_ss_k" ]; then
-          read -r _ss_t _ss_x 2>/dev/null <"$_ss_S/JF${_ss_k#f}"
-        else
+        if [ -s "/proc/self/fd/9/t$_ss_k" ]; then
           read -r _ss_t _ss_x 2>/dev/null <"/proc/self/fd/9/t$_ss_k"
+        elif [ -e "/proc/self/fd/9/k$_ss_k" ]; then
+          read -r _ss_t _ss_x 2>/dev/null <"$_ss_S/JF${_ss_k#f}"
         fi
-        [ -n "$_ss_t" ] || continue
+        case $_ss_t in
+          '') continue ;;
+          r???????????????)
+            _ss_l=$(md5sum <"$_ss_r" 2>/dev/null) || continue
+            _ss_t="$_ss_t-${_ss_l%% *}" ;;
+        esac
         _ss_l=$(TZ=UTC0 stat -c '%d %i %s %z' "$_ss_pf" "$_ss_r" 2>/dev/null) || continue
         printf '%s\n' "$_ss_l" | LC_ALL=C awk -v t="$_ss_t" -v out="$_ss_fo" -v late="$_ss_S/late" '
           NR == 1 { dev = $1; probe = $4 " " $5 " " $6; next }
@@ -500,19 +507,40 @@ _ss_facts() {
           # The remote dir itself: its provider scratch is not walked.
           if [ "$_ss_r" = "$_ss_root" ]; then set -- -path "./$_ss_reserved*" -prune -o; else set --; fi
           (cd -P "$_ss_r" && TZ=UTC0 find . "$@" -type f ! -path "*$_ss_nl*" -exec stat -c '%d %i %s %z %n' "$_ss_pf" {} + 2>/dev/null)
-        fi | LC_ALL=C awk -v t="/proc/self/fd/9/t$_ss_k" -v out="$_ss_fo" -v late="$_ss_S/late" '
+        fi | LC_ALL=C awk -v t="/proc/self/fd/9/t$_ss_k" -v out="$_ss_fo" -v late="$_ss_S/late" -v racy="$_ss_S/R" '
           BEGIN { while ((getline l < t) > 0) sent[substr(l, 18)] = substr(l, 1, 16) }
           {
             p = substr($0, length($1 $2 $3 $4 $5 $6) + 7)
             if (substr(p, 1, 1) == "/") { dev = $1; probe = $4 " " $5 " " $6; next }
             if (probe == "" || $1 != dev || !(p in sent)) next
-            if (($4 " " $5 " " $6) < probe) print $1, $2, $3, $4, $5, $6, sent[p] >> out
-            else printf "" > late
+            if (($4 " " $5 " " $6) >= probe) printf "" > late
+            else if (substr(sent[p], 1, 1) == "r") print $1, $2, $3, $4, $5, $6, sent[p], p > racy
+            else print $1, $2, $3, $4, $5, $6, sent[p] >> out
           }'
+        [ ! -s "$_ss_S/R" ] || _ss_rfacts
         ;;
     esac
   done
   [ ! -e "$_ss_S/late" ]
+}
+# Records the racy files _ss_facts set aside in R ("<fact> <racy token>
+# ./path" lines, paths under $_ss_r) with the digest of what landed:
+# "<racy token>-<md5>", the token a re-sync lists them under, which the
+# host compares with its file's digest then. Without md5sum (or for a
+# name md5sum escapes) there is no fact: the file is sent again.
+_ss_rfacts() {
+  command -v md5sum >/dev/null 2>&1 \
+    && (cd -P "$_ss_r" && LC_ALL=C awk '{ print substr($0, length($1 $2 $3 $4 $5 $6 $7) + 8) }' "$_ss_S/R" \
+      | tr '\n' '\000' | xargs -0 -r md5sum) 2>/dev/null \
+    | LC_ALL=C awk -v racy="$_ss_S/R" -v out="$_ss_fo" '
+      $0 !~ /^\\/ { h[substr($0, 35)] = substr($0, 1, 32) }
+      END {
+        while ((getline l < racy) > 0) {
+          split(l, f, " "); p = substr(l, length(f[1] f[2] f[3] f[4] f[5] f[6] f[7]) + 8)
+          if (p in h) print f[1], f[2], f[3], f[4], f[5], f[6], f[7] "-" h[p] >> out
+        }
+      }'
+  rm -f "$_ss_S/R"
 }
 # Writes the state file: the facts of this sync; the earlier ones of
 # files it kept; and the earlier ones of files it did not see. A failed

@@ -6,7 +6,7 @@
 //! name: per listed file the table holds a keyed 64-bit hash of its path,
 //! its token and the listing's line that named it (24 bytes whatever the
 //! path's length: a million files take 24 MB), and the host answers by
-//! line. Inflating is bounded as it goes, so a bomb stops at its bound
+//! line (racy files a sync-out listing digests add 16 bytes each). Inflating is bounded as it goes, so a bomb stops at its bound
 //! without ever being held. What the sandbox claims here can only make the
 //! host skip sending a file whose bytes the sandbox already controls
 //! (sync-in), or keep a file a sync of it landed before (sync-out).
@@ -27,6 +27,13 @@ pub struct Listed {
     pub token: Token,
     /// The line, from 1.
     pub line: u32,
+    /// Sync-in: the token names a racy file by its content (the host
+    /// digests its file to compare). Sync-out: the file's identity lies
+    /// within the racy window of the listing's probe.
+    pub racy: bool,
+    /// Sync-out: the token of the file's content, where the sandbox
+    /// digested it ([`crate::incremental::outbound_content`]).
+    pub content: Option<Token>,
 }
 
 /// The files a listing named, by path (see the module docs). Two paths
@@ -35,15 +42,29 @@ pub struct Listed {
 #[derive(Debug, Clone, Default)]
 pub struct Named {
     hasher: RandomState,
-    /// (hash, token, line), sorted by hash once sealed.
-    entries: Vec<(u64, Token, u32)>,
+    /// (hash, token, line, racy), sorted by hash once sealed.
+    entries: Vec<(u64, Token, u32, bool)>,
+    /// Content tokens by line (sync-out's digested racy files).
+    content: BTreeMap<u32, Token>,
+    /// Sync-out: the sandbox's clock when it listed (as it printed it).
+    pub probe: Option<String>,
 }
 
 impl Named {
-    /// Adds `path`, listed with `token` on `line`.
-    pub fn insert(&mut self, path: &str, token: Token, line: u32) {
+    /// Adds `path`, listed with `token` on `line` (`racy`: see [`Listed`]).
+    pub fn insert(&mut self, path: &str, token: Token, line: u32, racy: bool) {
         let hash = self.hasher.hash_one(path);
-        self.entries.push((hash, token, line));
+        self.entries.push((hash, token, line, racy));
+    }
+
+    /// Notes the content token of the file on `line` (before sealing;
+    /// lines were inserted in ascending order), from its identity's.
+    fn digested(&mut self, line: u32, md5: &[u8; 16]) {
+        if let Ok(at) = self.entries.binary_search_by_key(&line, |e| e.2) {
+            let identity = self.entries[at].1;
+            let token = crate::incremental::outbound_content(identity, md5);
+            self.content.insert(line, token);
+        }
     }
 
     /// Sorts the table for [`Named::get`], leaving out colliding paths.
@@ -65,8 +86,14 @@ impl Named {
     pub fn get(&self, path: &str) -> Option<Listed> {
         let hash = self.hasher.hash_one(path);
         let at = self.entries.binary_search_by_key(&hash, |e| e.0).ok()?;
-        let (_, token, line) = self.entries[at];
-        Some(Listed { token, line })
+        let (_, token, line, racy) = self.entries[at];
+        let content = self.content.get(&line).copied();
+        Some(Listed {
+            token,
+            line,
+            racy,
+            content,
+        })
     }
 
     /// Files listed.
@@ -308,7 +335,7 @@ pub struct Listing {
     /// target (`<token> ./<path>` lines).
     pub dirs: BTreeMap<usize, Named>,
     /// The target of each file mapping that holds such a file.
-    pub files: BTreeMap<usize, Token>,
+    pub files: BTreeMap<usize, Listed>,
 }
 
 /// The most files all of a sync-in's listings may name together (24 MB
@@ -341,11 +368,12 @@ impl Sink for InboundSink {
         let line = crate::byte_name::encode_path(bytes);
         let tokened = line.split_once(' ').and_then(|(token, path)| {
             let path = path.strip_prefix("./")?;
-            (!path.is_empty() && path.len() <= PATH_MAX).then_some((path, Token::parse(token)?))
+            let token = crate::incremental::fact_token(token)?;
+            (!path.is_empty() && path.len() <= PATH_MAX).then_some((path, token))
         });
-        if let Some((path, token)) = tokened {
+        if let Some((path, (token, racy))) = tokened {
             if self.named.len() < self.room {
-                self.named.insert(path, token, n);
+                self.named.insert(path, token, n, racy);
             } else {
                 self.over = true;
             }
@@ -403,11 +431,17 @@ impl ListingParser {
                 true
             }
             (Some(TAG), Some("file"), Some(rest)) if self.open.is_none() => {
-                if let Some((k, token)) = rest
-                    .split_once(' ')
-                    .and_then(|(k, t)| Some((k.parse().ok()?, Token::parse(t)?)))
-                {
-                    self.done.files.insert(k, token);
+                let fact = |(k, t): (&str, &str)| {
+                    Some((k.parse().ok()?, crate::incremental::fact_token(t)?))
+                };
+                if let Some((k, (token, racy))) = rest.split_once(' ').and_then(fact) {
+                    let listed = Listed {
+                        token,
+                        line: 1,
+                        racy,
+                        content: None,
+                    };
+                    self.done.files.insert(k, listed);
                 }
                 true
             }
@@ -464,6 +498,9 @@ pub struct TooManyListed(pub usize);
 /// lies before the probe on the probe's filesystem (the others, and lines
 /// that do not parse, are simply sent and never recorded); paths longer
 /// than `PATH_MAX` are sent too. Past `max_files` it stops: too many.
+/// After the files, `=<md5> <line>` lines give the digest of the files
+/// the program found in the last sync's racy window
+/// ([`crate::incremental::racy_window`]).
 #[derive(Debug)]
 pub struct OutboundSink {
     probe: Option<Probe>,
@@ -492,7 +529,11 @@ impl OutboundSink {
     pub fn files(self) -> Result<Named, TooManyListed> {
         match self.too_many {
             true => Err(TooManyListed(self.max_files)),
-            false => Ok(self.named.seal()),
+            false => {
+                let mut named = self.named.seal();
+                named.probe = self.probe.map(|p| p.ctime);
+                Ok(named)
+            }
         }
     }
 }
@@ -502,6 +543,19 @@ impl Sink for OutboundSink {
         let Some(probe) = &self.probe else {
             return;
         };
+        if let Some(digest) = bytes.strip_prefix(b"=") {
+            let parsed = std::str::from_utf8(digest).ok().and_then(|d| {
+                let (md5, line) = d.split_once(' ')?;
+                Some((
+                    crate::incremental::parse_md5(md5)?,
+                    line.parse::<u32>().ok()?,
+                ))
+            });
+            if let Some((md5, line)) = parsed.filter(|&(_, line)| line < n) {
+                self.named.digested(line, &md5);
+            }
+            return;
+        }
         let line = crate::byte_name::encode_path(bytes);
         let Some((path, token)) = identified(&line, probe).filter(|(p, _)| p.len() <= PATH_MAX)
         else {
@@ -510,8 +564,18 @@ impl Sink for OutboundSink {
         if self.named.len() >= self.max_files {
             self.too_many = true;
         } else {
-            self.named.insert(path, token, n);
+            let racy = crate::incremental::racy_at(ctime_of(&line), &probe.ctime);
+            self.named.insert(path, token, n, racy);
         }
+    }
+}
+
+/// A listed line's ctime (its fourth to sixth words; empty if it has none).
+fn ctime_of(line: &str) -> &str {
+    let mut at = line.match_indices(' ').map(|(i, _)| i);
+    match (at.nth(2), at.nth(2)) {
+        (Some(a), Some(b)) => &line[a + 1..b],
+        _ => "",
     }
 }
 
@@ -608,6 +672,79 @@ pub fn parse_outbound_report(
 mod tests {
     use super::*;
 
+    fn plain(token: Token, line: u32) -> Listed {
+        Listed {
+            token,
+            line,
+            racy: false,
+            content: None,
+        }
+    }
+
+    #[test]
+    fn an_inbound_listing_names_racy_files_by_their_landed_digest() {
+        let racy = crate::incremental::inbound_racy(3, 0o644, 9);
+        let md5 = "0cc175b9c0f1b6a831c399e269772661";
+        let mut p = ListingParser::default();
+        for line in [
+            "SANDBOX-SYNC list 0".to_owned(),
+            format!("{racy}-{md5} ./a"),
+            format!("{racy}-{} ./bad", &md5[2..]),
+            "SANDBOX-SYNC listed 0".to_owned(),
+            format!("SANDBOX-SYNC file 1 {racy}-{md5}"),
+        ] {
+            assert!(p.line(line.as_bytes()));
+        }
+        let l = p.finish();
+        let token =
+            crate::incremental::inbound_fact(&racy, &crate::incremental::parse_md5(md5).unwrap());
+        let want = Listed {
+            racy: true,
+            ..plain(token, 1)
+        };
+        assert_eq!(l.dirs[&0].get("a"), Some(want));
+        assert_eq!(l.dirs[&0].get("bad"), None);
+        assert_eq!(l.files[&1], want);
+    }
+
+    #[test]
+    fn an_outbound_listing_marks_racy_files_and_takes_their_digests() {
+        let probe = Probe {
+            device: "7".into(),
+            ctime: "2026-12-01 23:43:04.500000000 +0000".into(),
+        };
+        let md5 = "0cc175b9c0f1b6a831c399e269772661";
+        let listing = format!(
+            "7 1 1 2026-12-01 23:42:04.400000000 +0000 ./old\n\
+7 2 1 2026-12-01 23:42:04.600000000 +0000 ./new\n\
+7 3 1 2026-12-01 23:42:04.600000000 +0000 ./digested\n\
+={md5} 3\n\
+={md5} 9\n\
+={} 1\n\
+7 4 1 2026-12-01 23:42:04.600000000 +0000 ./late\n\
+={md5} 4\n",
+            &md5[1..]
+        );
+        let got = parse_listing(listing.as_bytes(), Some(&probe), 10).unwrap();
+        assert_eq!(got.probe.as_deref(), Some(probe.ctime.as_str()));
+        let old = got.get("old").unwrap();
+        assert!(!old.racy && old.content.is_none(), "{old:?}");
+        let new = got.get("new").unwrap();
+        assert!(new.racy && new.content.is_none(), "{new:?}");
+        let digested = got.get("digested").unwrap();
+        assert!(digested.racy);
+        assert_eq!(
+            digested.content,
+            Some(crate::incremental::outbound_content(
+                digested.token,
+                &crate::incremental::parse_md5(md5).unwrap()
+            ))
+        );
+        // A digest line names an earlier line: one of a later line, of a
+        // line that is no file, or malformed, is nothing.
+        assert_eq!(got.get("late").unwrap().content, None);
+    }
+
     #[test]
     fn inbound_listings_count_once_closed() {
         let t = |n: u8| Token([n; 8]);
@@ -633,19 +770,10 @@ SANDBOX-SYNC list 3\n\
         let l = p.finish();
         assert_eq!(l.dirs.len(), 1, "mapping 3 never closed");
         let files = &l.dirs[&2];
-        assert_eq!(
-            files.get("a b/c.txt"),
-            Some(Listed {
-                token: t(1),
-                line: 1
-            })
-        );
+        assert_eq!(files.get("a b/c.txt"), Some(plain(t(1), 1)));
         assert_eq!(
             files.get("x"),
-            Some(Listed {
-                token: t(2),
-                line: 4
-            }),
+            Some(plain(t(2), 4)),
             "lines that do not parse count too"
         );
         assert_eq!(files.len(), 2);
@@ -660,7 +788,7 @@ SANDBOX-SYNC list 3\n\
         }
         let l = p.finish();
         assert_eq!(l.files.len(), 1);
-        assert_eq!(l.files[&4], t(5));
+        assert_eq!(l.files[&4], plain(t(5), 1));
     }
 
     #[test]
@@ -673,10 +801,7 @@ SANDBOX-SYNC list 3\n\
         assert!(p.line(&line));
         assert!(p.line(b"SANDBOX-SYNC listed 0"));
         let l = p.finish();
-        assert_eq!(
-            l.dirs[&0].get("d/\x00636166e92e747874"),
-            Some(Listed { token: t, line: 1 })
-        );
+        assert_eq!(l.dirs[&0].get("d/\x00636166e92e747874"), Some(plain(t, 1)));
     }
 
     #[test]
@@ -815,9 +940,9 @@ junk\n\
     #[test]
     fn colliding_paths_are_never_kept_and_ranges_run() {
         let mut n = Named::default();
-        n.insert("a", Token([1; 8]), 1);
-        n.insert("a", Token([2; 8]), 2);
-        n.insert("b", Token([3; 8]), 3);
+        n.insert("a", Token([1; 8]), 1, false);
+        n.insert("a", Token([2; 8]), 2, false);
+        n.insert("b", Token([3; 8]), 3, false);
         let n = n.seal();
         assert_eq!(n.get("a"), None, "a path listed twice is no listing of it");
         assert_eq!(n.get("b").map(|l| l.line), Some(3));

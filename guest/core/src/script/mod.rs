@@ -332,8 +332,8 @@ mod tests {
         let inbound = i.finish(true, "tok").unwrap();
         let mut o = OutboundScript::new("/w", 5000, sc);
         o.zip_listings();
-        o.list_dir(0, "/w/a", false).unwrap();
-        o.list_file(1, "/w/f").unwrap();
+        o.list_dir(0, "/w/a", false, None).unwrap();
+        o.list_file(1, "/w/f", Some(("", "~"))).unwrap();
         o.dir(0, 0, "/w/a", true, &["*.o".to_owned()], Some(0))
             .unwrap();
         o.file(0, 1, "/w/f", Some(1)).unwrap();

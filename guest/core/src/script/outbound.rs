@@ -55,18 +55,37 @@ impl OutboundScript {
     /// reads the host's answer for each, in order: a line with a length,
     /// then that many bytes of relative names, one a line, which its
     /// archive then leaves out (see [`Self::dir`]). `follow` is the
-    /// mapping's: a tar without `-X` (BusyBox) lists nothing then.
+    /// mapping's: a tar without `-X` (BusyBox) lists nothing then. With
+    /// `digest` (from, to: ctimes as the sandbox prints them), the listing
+    /// also digests the files whose ctimes lie in that window (see
+    /// [`crate::script::OutboundSink`]).
     ///
     /// # Errors
     /// When the source cannot be quoted (NUL).
-    pub fn list_dir(&mut self, k: usize, source: &str, follow: bool) -> Result<(), Error> {
-        let _ = writeln!(
+    pub fn list_dir(
+        &mut self,
+        k: usize,
+        source: &str,
+        follow: bool,
+        digest: Option<(&str, &str)>,
+    ) -> Result<(), Error> {
+        let _ = write!(
             self.listing,
             "_ss_olist {k} {} {}",
             sh_quote(source)?,
             u8::from(follow)
         );
+        self.window(digest)?;
         let _ = writeln!(self.answer, "_ss_okeep {k}");
+        Ok(())
+    }
+
+    /// Ends a listing call with its racy window, if any.
+    fn window(&mut self, digest: Option<(&str, &str)>) -> Result<(), Error> {
+        if let Some((from, to)) = digest {
+            let _ = write!(self.listing, " {} {}", sh_quote(from)?, sh_quote(to)?);
+        }
+        self.listing.push('\n');
         Ok(())
     }
 
@@ -76,8 +95,14 @@ impl OutboundScript {
     ///
     /// # Errors
     /// When the source cannot be quoted (NUL).
-    pub fn list_file(&mut self, k: usize, source: &str) -> Result<(), Error> {
-        let _ = writeln!(self.listing, "_ss_olistf {k} {}", sh_quote(source)?);
+    pub fn list_file(
+        &mut self,
+        k: usize,
+        source: &str,
+        digest: Option<(&str, &str)>,
+    ) -> Result<(), Error> {
+        let _ = write!(self.listing, "_ss_olistf {k} {}", sh_quote(source)?);
+        self.window(digest)?;
         let _ = writeln!(self.answer, "_ss_okeep {k}");
         Ok(())
     }

@@ -11,7 +11,8 @@ _ss_aprobe=
 # file was listed ("<device> <ctime>", or "-"): the host keeps a record of
 # what landed only for files whose identity lies before it. Where the
 # files cannot be kept (see _ss_okeepable and _ss_bwalk) the listing is
-# empty.
+# empty. With $4 and $5, the files whose ctimes lie in [$4, $5) are
+# digested (_ss_odigest).
 _ss_olist() {
   : >"$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot create the listing'
   if [ "$_ss_ikeep" = 1 ] && [ -d "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
@@ -20,8 +21,30 @@ _ss_olist() {
     elif [ "${3:-0}" = 0 ]; then
       _ss_bwalk "$1" "$_ss_r"
     fi
+    [ -z "${5-}" ] || _ss_odigest "$1" "$_ss_r" "$4" "$5"
   fi
   _ss_oframe "$1"
+}
+# Appends to listing l$1 of the files under $2 an "=<md5> <line>" line per
+# file whose ctime lies in [$3, $4): the last sync's racy window, files a
+# writer through a shared mapping may have changed since without moving
+# their ctimes, so the host compares their contents with what it landed.
+# Without md5sum there are none, and those files are sent. (GNU md5sum
+# starts the line of a name with a backslash with one: such a file is
+# sent too.)
+_ss_odigest() {
+  [ -s "$_ss_S/l$1" ] && command -v md5sum >/dev/null 2>&1 || return 0
+  (cd -P "$2" && LC_ALL=C awk -v lo="$3" -v hi="$4" '
+      { c = $4 " " $5 " " $6 }
+      c >= lo && c < hi { print substr($0, length($1 $2 $3 $4 $5 $6) + 7) }' "$_ss_S/l$1" \
+    | tr '\n' '\000' | xargs -0 -r md5sum) >"$_ss_S/D$1" 2>/dev/null
+  [ -s "$_ss_S/D$1" ] || { rm -f "$_ss_S/D$1"; return 0; }
+  LC_ALL=C awk -v d="$_ss_S/D$1" '
+      BEGIN { while ((getline l < d) > 0) if (l !~ /^\\/) h[substr(l, 35)] = substr(l, 1, 32) }
+      { p = substr($0, length($1 $2 $3 $4 $5 $6) + 7) }
+      p in h { print "=" h[p], NR }' "$_ss_S/l$1" >"$_ss_S/D$1.l" \
+    && cat "$_ss_S/D$1.l" >>"$_ss_S/l$1"
+  rm -f "$_ss_S/D$1" "$_ss_S/D$1.l"
 }
 # Where tar has no -X (BusyBox), the archive names its members, all but
 # the kept files, as the arguments of one tar (_ss_onamed): that takes
@@ -58,11 +81,17 @@ _ss_bwalk() {
     || { : >"$_ss_S/l$1"; rm -f "$_ss_S/a$1"; _ss_off incremental-out tar; }
   rm -f "$_ss_S/a$1.w"
 }
-# The same for the regular file $2 of file mapping $1: one line, "./f".
+# The same for the regular file $2 of file mapping $1: one line, "./f"
+# (and its digest, where its ctime lies in [$3, $4)).
 _ss_olistf() {
   : >"$_ss_S/l$1" || _ss_die "$_ss_E_EXTRACT" 'cannot create the listing'
   if [ "$_ss_ikeep" = 1 ] && [ -f "$2" ] && [ ! -L "$2" ] && _ss_canon "$2" && _ss_in_root "$_ss_r"; then
     TZ=UTC0 stat -c '%d %i %s %z ./f' "$_ss_r" >"$_ss_S/l$1" 2>/dev/null || : >"$_ss_S/l$1"
+    if [ -n "${4-}" ] && [ -s "$_ss_S/l$1" ] && command -v md5sum >/dev/null 2>&1 \
+      && [ "$(LC_ALL=C awk -v lo="$3" -v hi="$4" '{ c = $4 " " $5 " " $6 } c >= lo && c < hi { print "y" }' "$_ss_S/l$1")" = y ] \
+      && _ss_l=$(md5sum <"$_ss_r" 2>/dev/null); then
+      printf '=%s 1\n' "${_ss_l%% *}" >>"$_ss_S/l$1"
+    fi
   fi
   _ss_oframe "$1"
 }
