@@ -59,6 +59,10 @@ pub struct SyncOptions {
     /// and whose source has not changed since, instead of sending them
     /// (on by default; see ARCHITECTURE.md, incremental sync).
     pub incremental: bool,
+    /// Incremental syncs judge every file by its content (rsync's
+    /// `--checksum`): exact even against a writer that never moves a
+    /// ctime, for a read of every kept file on the sender's side.
+    pub checksum: bool,
     /// Where incremental sync-out keeps its account of what it landed
     /// (default: `records/` beside the compile cache; none: it keeps
     /// nothing between calls).
@@ -151,6 +155,7 @@ impl SyncOptions {
             guest_memory_bytes: crate::state::GUEST_MEMORY_BYTES,
             compress: Compress::Auto,
             incremental: true,
+            checksum: false,
             records: crate::records::RecordStore::default_location(),
         }
     }
@@ -321,6 +326,7 @@ impl Runtime {
             .with_exec_deadline(started + timeout + EXEC_GRACE)
             .with_compression(policy)
             .with_incremental(opts.incremental)
+            .with_checksum(opts.checksum)
             .with_strict_links(opts.strict_links)
             .with_remote(remote)
             .with_records(opts.records.clone());

@@ -38,6 +38,8 @@ pub struct ShimState {
     pub(crate) strict_links: bool,
     /// Syncs may keep unchanged target files.
     pub(crate) incremental: bool,
+    /// Incremental syncs judge every file by its content.
+    pub(crate) checksum: bool,
     /// The sandbox is across a network link.
     pub(crate) remote: bool,
     /// Where the component's records between calls live (none: it keeps
@@ -144,6 +146,7 @@ impl ShimState {
             degraded: Vec::new(),
             skipped: Vec::new(),
             strict_links: false,
+            checksum: false,
             incremental: false,
             remote: false,
             records: None,
@@ -173,6 +176,12 @@ impl ShimState {
     /// Lets sync-in keep files its targets already hold.
     pub fn with_incremental(mut self, incremental: bool) -> Self {
         self.incremental = incremental;
+        self
+    }
+
+    /// Has incremental syncs judge every file by its content.
+    pub fn with_checksum(mut self, checksum: bool) -> Self {
+        self.checksum = checksum;
         self
     }
 

@@ -99,6 +99,7 @@ struct SyncConfig {
     confine_followed_symlinks: Option<bool>,
     strict_links: Option<bool>,
     incremental: Option<bool>,
+    checksum: Option<bool>,
     compress: Option<String>,
 }
 
@@ -118,6 +119,7 @@ impl SyncConfig {
         opts.confine_followed_symlinks = self.confine_followed_symlinks.unwrap_or(false);
         opts.strict_links = self.strict_links.unwrap_or(false);
         opts.incremental = self.incremental.unwrap_or(opts.incremental);
+        opts.checksum = self.checksum.unwrap_or(false);
         if let Some(c) = &self.compress {
             opts.compress = c
                 .parse()

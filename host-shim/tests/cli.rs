@@ -246,3 +246,42 @@ fn limits_are_configurable_on_the_cli() {
         20
     );
 }
+
+#[test]
+fn checksum_re_syncs_keep_what_is_unchanged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let remote = tmp.path().join("remote");
+    std::fs::create_dir_all(&remote).unwrap();
+    let src = tmp.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    for i in 0..3 {
+        std::fs::write(src.join(format!("f{i}")), format!("file {i}")).unwrap();
+    }
+    let ops = serde_json::json!([{"operationId": "o", "files": [{"sourcePath": src, "targetPath": remote.join("ws"), "kind": "directory"}]}]);
+    let args = [
+        "sync-in",
+        "--remote-dir",
+        remote.to_str().unwrap(),
+        "--ops",
+        "-",
+        "--checksum",
+    ];
+    let sent = |out: Output| {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["operations"][0]["filesTransferred"].as_u64().unwrap()
+    };
+    assert_eq!(sent(run(&args, &ops.to_string())), 3);
+    std::fs::write(src.join("f1"), "FILE 1").unwrap();
+    assert_eq!(sent(run(&args, &ops.to_string())), 1);
+    assert_eq!(sent(run(&args, &ops.to_string())), 0);
+    assert_eq!(
+        std::fs::read_to_string(remote.join("ws/f1")).unwrap(),
+        "FILE 1"
+    );
+}

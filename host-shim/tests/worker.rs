@@ -237,6 +237,7 @@ fn a_mistyped_config_is_refused_by_name() {
     let cases = [
         (json!({"timeoutMs": "500"}), "timeoutMs"),
         (json!({"incremental": "no"}), "incremental"),
+        (json!({"checksum": 1}), "checksum"),
         (json!({"maxEntries": -1}), "maxEntries"),
         (json!({"compress": 3}), "compress"),
         (json!({"compress": "lzma"}), "lzma"),

@@ -47,7 +47,8 @@ function withKindInMessage(err) {
  * A sync is bounded by `params.config.timeoutMs` when set (the host's own RPC
  * deadline is that plus 30 s), else by sandbox-sync's default;
  * `params.config.strictLinks: true` refuses, instead of leaving out, a
- * symlink that leads outside its mapping.
+ * symlink that leads outside its mapping; `params.config.checksum: true`
+ * judges every file a re-sync may keep by its content (rsync's `-c`).
  */
 export function createSandboxSyncPlugin({ resolveExec, resolveRemoteDir = leaseRemoteDir, ...definition }) {
   if (typeof resolveExec !== 'function') throw new TypeError('createSandboxSyncPlugin needs resolveExec(params)');
@@ -61,6 +62,7 @@ export function createSandboxSyncPlugin({ resolveExec, resolveRemoteDir = leaseR
         remoteDir,
         timeoutMs: params.config?.timeoutMs,
         strictLinks: params.config?.strictLinks === true,
+        checksum: params.config?.checksum === true,
       });
     } catch (err) {
       throw withKindInMessage(err);

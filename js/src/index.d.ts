@@ -49,6 +49,13 @@ export interface SyncInput {
   /** Keep target files that already match instead of sending them again (default true). */
   incremental?: boolean;
   /**
+   * With `incremental`, judge every file by its content, as rsync's `-c`
+   * (default false): exact even against a writer that never moves a
+   * file's ctime (a shared mapping held on tmpfs), for a read of every
+   * kept file on the sending side.
+   */
+  checksum?: boolean;
+  /**
    * Whether ending the stdin Readable reaches the sandbox as EOF (default
    * false: the orchestrator's pod exec never forwards it, so the component
    * frames what it sends).

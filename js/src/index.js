@@ -198,6 +198,7 @@ class Provider {
         compression: compression(direction, input.compress ?? input.compression, remote),
         incremental: input.incremental ?? true,
         strictLinks: input.strictLinks ?? false,
+        checksum: input.checksum ?? false,
         remote,
         records: input.incremental === false ? null : recordsDir(),
         stdinEnds: input.stdinEnds ?? false,

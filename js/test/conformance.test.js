@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadProvider, performSyncIn, performSyncOut, SandboxSyncError } from '../src/index.js';
 import { componentSource } from '../scripts/cargo.mjs';
+import { mappedWriter } from './support/mapped.js';
 import { sandbox } from './support/sandbox.js';
 import { build, counted, describeBytes, describeTree, hostDir } from './support/trees.js';
 
@@ -328,6 +329,32 @@ for (const component of COMPONENTS) {
         writeFileSync(join(host, 'src/a.txt'), 'changed');
         await run('in', ops);
         assert.deepEqual(describeTree(H('t')), describeTree(join(host, 'src')));
+      });
+
+      test('checksum re-syncs land writes through a mapping, both ways', async () => {
+        build(host, { 'src/a.txt': 'a', 'src/db.bin': Buffer.alloc(8192, 97) });
+        mkdirSync(H('proj'), { recursive: true });
+        writeFileSync(H('proj/db.bin'), Buffer.alloc(8192, 97));
+        sb.adopt(R('proj'));
+        const into = [{ operationId: 'in', files: [{ sourcePath: join(host, 'src'), targetPath: R('t'), kind: 'directory' }] }];
+        const out = [{ operationId: 'out', files: [{ sourcePath: R('proj'), targetPath: join(host, 'back'), kind: 'directory' }] }];
+        const opts = { incremental: true, checksum: true };
+        const writers = [await mappedWriter(join(host, 'src/db.bin')), await mappedWriter(H('proj/db.bin'))];
+        try {
+          await run('in', into, opts);
+          await run('out', out, opts);
+          await run('out', out, opts);
+          for (const [i, word] of ['ONE!', 'TWO!'].entries()) {
+            for (const w of writers) await w.write(4 * i, Buffer.from(word));
+            await run('in', into, opts);
+            await run('out', out, opts);
+            assert.deepEqual(describeTree(H('t')), describeTree(join(host, 'src')));
+            assert.deepEqual(describeTree(join(host, 'back')), describeTree(H('proj')));
+          }
+          assert.equal(readFileSync(join(host, 'back/db.bin')).subarray(0, 8).toString(), 'ONE!TWO!');
+        } finally {
+          for (const w of writers) await w.close();
+        }
       });
     });
   }

@@ -5,6 +5,7 @@
 //! Each numbered test names the seed behaviour it covers (see
 //! `paperclip-protocol.md` §3); the rest cover the contract's other clauses.
 
+mod checksum; // --checksum: every file judged by its content, both ways
 mod commands; // post-upload commands (seed tests 16-21)
 mod compression; // negotiated transport compression, both ways
 mod confinement; // path confinement in both directions (1, 2, 6-8, 12, 14, 19, 20)

@@ -42,7 +42,7 @@ pub mod tree;
 pub use error::{CommandFailure, Error, ErrorKind};
 
 /// Version of the WIT package (`wit/provider.wit`) this code speaks.
-pub const WIT_VERSION: &str = "0.2.9";
+pub const WIT_VERSION: &str = "0.2.10";
 
 /// Incremental syncs: the smallest file mapping whose target a re-sync may
 /// keep. Below it, sending the file costs less than the `stat` that could

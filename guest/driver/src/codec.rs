@@ -38,6 +38,12 @@ pub fn incremental() -> bool {
     sandbox_exec::transfer_incremental()
 }
 
+/// Whether incremental syncs judge every file by its content, as a racy
+/// one (see [`sandbox_sync_core::incremental`]).
+pub fn checksum() -> bool {
+    sandbox_exec::transfer_checksum()
+}
+
 /// Codecs to offer, most wanted first (none: send plain). zstd first
 /// unless gzip was asked for: it is faster at a better ratio, and cheap
 /// on data that does not compress.

@@ -59,6 +59,11 @@ pub struct SyncArgs {
     /// Incremental sync).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub(super) incremental: bool,
+    /// With --incremental, judge every file by its content (as rsync's
+    /// -c): exact even against writers that move no ctime, for a read of
+    /// every kept file on the sending side.
+    #[arg(long)]
+    pub(super) checksum: bool,
 }
 
 fn read_ops(spec: &str) -> anyhow::Result<Vec<SyncOperation>> {
@@ -100,6 +105,7 @@ pub async fn run(direction: Direction, args: SyncArgs) -> ExitCode {
     opts.strict_links = args.strict_links;
     opts.compress = args.compress;
     opts.incremental = args.incremental;
+    opts.checksum = args.checksum;
     let name = backend.name();
     let result = runtime.sync(direction, &ops, &opts, backend).await;
     match result {

@@ -125,6 +125,10 @@ impl Host for ShimState {
     async fn transfer_strict_links(&mut self) -> wasmtime::Result<bool> {
         Ok(self.strict_links)
     }
+
+    async fn transfer_checksum(&mut self) -> wasmtime::Result<bool> {
+        Ok(self.checksum)
+    }
 }
 
 impl HostExecution for ShimState {

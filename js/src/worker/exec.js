@@ -58,6 +58,10 @@ export function transferStrictLinks() {
   return settings.strictLinks ?? false;
 }
 
+export function transferChecksum() {
+  return settings.checksum ?? false;
+}
+
 export function start(argv, options) {
   return new Execution(argv, options);
 }

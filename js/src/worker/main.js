@@ -54,6 +54,7 @@ const imports = {
     transferIncremental: exec.transferIncremental,
     transferRemote: exec.transferRemote,
     transferStrictLinks: exec.transferStrictLinks,
+    transferChecksum: exec.transferChecksum,
   },
   'sandbox-sync:provider/sync-state': {
     load: (key) => records.load(key),

@@ -70,6 +70,8 @@ pub struct Keeper<'l> {
     file_modes: &'l BTreeMap<usize, u32>,
     /// The host's clock before the walk read any identity.
     walked_at: (i64, u32),
+    /// Every file is judged by its content (`--checksum`).
+    checksum: bool,
     /// The sandbox records facts: send the tokens of what is sent.
     records: bool,
     /// Per listed directory mapping, the listing's lines kept.
@@ -106,6 +108,7 @@ impl<'l> Keeper<'l> {
             digest,
             file_modes,
             walked_at,
+            checksum: sandbox_sync_driver::codec::checksum(),
             records,
             kept: BTreeMap::new(),
             kept_files: Vec::new(),
@@ -130,7 +133,7 @@ impl<'l> Keeper<'l> {
             return None;
         };
         let id = stamp.host_id();
-        Some(if id.settled(self.walked_at) {
+        Some(if !self.checksum && id.settled(self.walked_at) {
             Mine::Identity(incremental::inbound(&id, mode, p.mtime))
         } else {
             Mine::Racy(incremental::inbound_racy(stamp.size, mode, p.mtime))
@@ -139,7 +142,8 @@ impl<'l> Keeper<'l> {
 
     /// Whether the target's file, `listed`, is what `p` would land with
     /// `mode` now: by identity, or for a racy fact by the host file's size,
-    /// mode, mtime and digest.
+    /// mode, mtime and digest (with `--checksum`, only so: a fact of an
+    /// identity is not enough).
     fn holds(&self, p: &Planned, mode: u32, mine: &Mine, listed: &Listed) -> bool {
         let PlannedKind::HostFile {
             grant, path, stamp, ..

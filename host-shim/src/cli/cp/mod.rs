@@ -52,6 +52,10 @@ pub struct CpArgs {
     /// of leaving it out with a warning (copies out of a sandbox).
     #[arg(long)]
     strict_links: bool,
+    /// Judge files the target already holds by their content (as rsync's
+    /// -c), not only by what the last copy recorded.
+    #[arg(long)]
+    checksum: bool,
     /// Mode for a single copied file, in octal (e.g. 600).
     #[arg(long, value_parser = parse_mode)]
     mode: Option<u32>,
@@ -272,6 +276,7 @@ pub async fn run(a: CpArgs) -> ExitCode {
     let mut opts = SyncOptions::new(plan.remote_dir.clone());
     opts.timeout = Duration::from_millis(a.timeout_ms);
     opts.strict_links = a.strict_links;
+    opts.checksum = a.checksum;
     let started = Instant::now();
     let show = !a.quiet && !a.json && std::io::stderr().is_terminal();
     let progress =
