@@ -2,7 +2,8 @@
 // suite's model test (tests/conformance/model.rs) in small. A seeded
 // random sequence of host edits real tools make (same-size rewrites with
 // the mtime put back, npm's 1985 mtime, touch, chmod, renames, deletes,
-// a file replaced by a directory or a link), sandbox actions (a chmod to
+// a file replaced by a directory or a link, writes through a shared
+// mapping that a writer keeps), sandbox actions (a chmod to
 // the same mode, a link, a touch, a hidden edit) and syncs both ways;
 // after every sync the incremental target must equal what a full sync
 // lands in entries, types, contents, modes, mtimes and link targets.
@@ -14,6 +15,7 @@ import * as fs from 'node:fs';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { loadProvider, performSyncIn, performSyncOut } from '../src/index.js';
+import { mappedWriter } from './support/mapped.js';
 import { sandbox } from './support/sandbox.js';
 import { hostDir } from './support/trees.js';
 
@@ -101,6 +103,8 @@ for (const userland of ['gnu', 'busybox']) {
       const sb = sandbox(userland);
       const host = hostDir();
       const log = [];
+      /** Mapped writers by path, kept open across steps. */
+      const writers = new Map();
       const fail = (what) => assert.fail(`${what}\nMODEL_SEED=${seed} on ${userland}, steps:\n  ${log.join('\n  ')}`);
       const R = (p) => `${sb.remoteDir}/${p}`;
       const src = join(host, 'src');
@@ -135,12 +139,20 @@ for (const userland of ['gnu', 'busybox']) {
           const [a, b] = [describeTree(join(host, 'back')), describeTree(join(host, 'back-full'))];
           if (JSON.stringify(a) !== JSON.stringify(b)) fail(`sync-out differs: ${JSON.stringify(a)} vs ${JSON.stringify(b)}`);
         };
-        const edit = (root, side) => {
+        const edit = async (root, side) => {
           const n = NAMES[r.below(NAMES.length)];
           const p = join(root, n);
-          const kind = r.below(9);
+          const kind = r.below(10);
           let what = 'nothing';
-          if (isFile(p) && kind <= 1) {
+          if (isFile(p) && kind === 9 && statSync(p).size > 0) {
+            // A writer that keeps its mapping: its second write to a
+            // page moves no ctime (issue 47).
+            if (!writers.has(p)) writers.set(p, await mappedWriter(p));
+            const size = statSync(p).size;
+            const at = r.below(size);
+            await writers.get(p).write(at, r.bytes(1 + r.below(16)));
+            what = `write through a mapping at ${at}`;
+          } else if (isFile(p) && kind <= 1) {
             const st = statSync(p);
             writeFileSync(p, r.bytes(st.size));
             utimesSync(p, st.atime, st.mtime);
@@ -199,8 +211,8 @@ for (const userland of ['gnu', 'busybox']) {
         await syncOut();
         for (let i = 0; i < STEPS; i++) {
           const pick = r.below(10);
-          if (pick <= 2) edit(src, 'host');
-          else if (pick <= 4) edit(outSrc, 'sandbox');
+          if (pick <= 2) await edit(src, 'host');
+          else if (pick <= 4) await edit(outSrc, 'sandbox');
           else if (pick === 5) sandboxAction();
           else if (pick === 6) {
             await settle();
@@ -211,6 +223,7 @@ for (const userland of ['gnu', 'busybox']) {
         await syncIn();
         await syncOut();
       } finally {
+        for (const w of writers.values()) await w.close();
         sb.cleanup();
         rmSync(host, { recursive: true, force: true });
       }

@@ -55,6 +55,8 @@ struct Model<'a> {
     rng: Rng,
     log: Vec<String>,
     seed: u64,
+    /// Writers that keep a file mapped, by the path they mapped.
+    writers: Vec<(PathBuf, MappedWriter)>,
 }
 
 impl Model<'_> {
@@ -90,7 +92,7 @@ impl Model<'_> {
     fn edit(&mut self, root: &Path, sandbox: bool) {
         let name = self.rng.pick(NAMES);
         let p = root.join(raw(name));
-        let kind = self.rng.below(13);
+        let kind = self.rng.below(14);
         let meta = std::fs::symlink_metadata(&p).ok();
         let file = meta.as_ref().is_some_and(|m| m.is_file());
         let what = match kind {
@@ -163,6 +165,22 @@ impl Model<'_> {
                 symlink("../../../outside", &p).unwrap();
                 self.own(&p, sandbox);
                 "replace a file by an escaping link"
+            }
+            // numpy.memmap, LMDB, a database (issue 47): a writer that
+            // keeps its mapping, whose second write to a page moves no
+            // ctime.
+            13 if file && meta.as_ref().is_some_and(|m| m.len() > 0) => {
+                let len = meta.as_ref().map_or(1, |m| m.len());
+                if !self.writers.iter().any(|(w, _)| *w == p) {
+                    self.writers.push((p.clone(), MappedWriter::open(&p)));
+                }
+                let at = self.rng.below(len as usize) as u64;
+                let n = 1 + self.rng.below(16);
+                let bytes = self.rng.bytes(n);
+                if let Some((_, w)) = self.writers.iter_mut().find(|(w, _)| *w == p) {
+                    w.write(at, &bytes);
+                }
+                "write through a mapping"
             }
             9 if file => {
                 let to = root.join(raw(self.rng.pick(NAMES)));
@@ -507,6 +525,7 @@ fn model(u: Env) {
         rng: Rng(seed | 1),
         log: Vec::new(),
         seed,
+        writers: Vec::new(),
     };
     seed_tree(&mut m);
     settle();
