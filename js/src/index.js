@@ -29,7 +29,7 @@ export const BUILTIN = {
   'base64-fallback': join(PACKAGE, 'components', 'base64-fallback'),
 };
 /** The WIT this host implements; a component must match its major.minor. */
-export const WIT_VERSION = '0.2.9';
+export const WIT_VERSION = '0.2.10';
 const REQUIRED_CAPABILITIES = ['sync-in', 'sync-out'];
 /** Past the call's timeout, how long the component may take to report. */
 const HOST_GRACE_MS = 1500;

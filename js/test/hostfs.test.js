@@ -3,6 +3,7 @@
 // as path components or as the final name, FIFOs, non-UTF-8 names.
 
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -128,6 +129,7 @@ const CALLS = {
   readDirTimes: (g, p) => g.readDirTimes(p),
   openRead: (g, p) => g.openRead(p),
   openFd: (g, p) => g.openFd(p),
+  digest: (g, p) => g.digest(p),
   sync: (g, p) => g.sync(p),
 };
 const MUTATIONS = {
@@ -312,6 +314,12 @@ test('openRead and openFd read regular files, following symlinks that stay insid
   }
   fails(() => g.openRead('sub'), 'io');
   fails(() => g.openRead('missing'), 'not-found');
+  // digest reads what openRead would, whole, and closes it.
+  const md5 = (s) => new Uint8Array(createHash('md5').update(s).digest());
+  assert.deepEqual(g.digest('sub/big'), md5(big));
+  assert.deepEqual(g.digest('abs'), md5('hello'));
+  fails(() => g.digest('sub'), 'io');
+  fails(() => g.digest('missing'), 'not-found');
 });
 
 test('createExclusive: born with exactly its mode whatever the umask, never wider', () => {

@@ -337,19 +337,12 @@ impl Source for GuardedInput {
     }
 }
 
-/// The digest of the file at `path` in `grant`, read whole (see
-/// [`sandbox_sync_core::incremental::Digester`]); none if it cannot be
-/// read, which only makes a racy file go unrecorded (or be sent).
+/// The digest of the file at `path` in `grant`, read whole by the host
+/// (`granted-dir.digest`: MD5, as [`sandbox_sync_core::incremental`]
+/// compares racy files by); none if it cannot be read, which only makes a
+/// racy file go unrecorded (or be sent).
 pub fn digest(grant: &GrantedDir, path: &str) -> Option<[u8; 16]> {
-    let stream = grant.open_read(path).ok()?;
-    let mut d = sandbox_sync_core::incremental::Digester::default();
-    loop {
-        match stream.blocking_read(1 << 20) {
-            Ok(chunk) => d.update(&chunk),
-            Err(WasiStreamError::Closed) => return Some(d.finish()),
-            Err(WasiStreamError::LastOperationFailed(_)) => return None,
-        }
-    }
+    grant.digest(path).ok()?.try_into().ok()
 }
 
 /// The host's clock: seconds and nanoseconds since the epoch ((0, 0) if it

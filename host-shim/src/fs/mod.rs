@@ -427,6 +427,24 @@ impl GrantedDir {
         self.open_file(path).map(FileInputStream::new)
     }
 
+    /// The MD5 digest of the file [`GrantedDir::open_read`] opens at
+    /// `path`, read whole (`granted-dir.digest`).
+    pub fn digest(&self, path: &str) -> Result<[u8; 16], Error> {
+        use md5::Digest as _;
+        use std::io::Read as _;
+        let mut file = self.open_file(path)?;
+        let mut hasher = md5::Md5::new();
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match file.read(&mut buf) {
+                Ok(0) => return Ok(hasher.finalize().into()),
+                Ok(n) => hasher.update(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(fs_error(path, &e)),
+            }
+        }
+    }
+
     /// Creates a new file born with exactly `mode` (umask does not apply).
     pub fn create_exclusive(&self, path: &str, mode: u32) -> Result<FileOutputStream, Error> {
         self.create_file(path, mode).map(FileOutputStream::new)
@@ -768,6 +786,30 @@ mod tests {
 
     fn names(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn digest_reads_what_open_read_opens() -> Result<(), Box<dyn std::error::Error>> {
+        let t = tempfile::tempdir()?;
+        let root = t.path().join("grant");
+        std::fs::create_dir_all(root.join("d"))?;
+        std::fs::write(root.join("d/a"), vec![b'a'; 3 << 20])?;
+        std::fs::write(t.path().join("outside"), b"secret")?;
+        std::os::unix::fs::symlink("../../outside", root.join("d/out"))?;
+        rustix::fs::mkfifoat(rustix::fs::CWD, root.join("fifo"), rustix::fs::Mode::RUSR)?;
+        let g = GrantedDir::read_only(&root, false)?;
+        // `head -c 3145728 /dev/zero | tr '\0' a | md5sum`.
+        let hex: String = g
+            .digest("d/a")?
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(hex, "6a11a8872b36343799a15617bea78cef");
+        assert!(g.digest("d/out").is_err(), "a symlink out of the grant");
+        assert!(g.digest("fifo").is_err(), "a FIFO, without blocking");
+        assert!(g.digest("d").is_err(), "a directory");
+        assert!(matches!(g.digest("gone"), Err(Error::NotFound(_))));
+        Ok(())
     }
 
     #[test]

@@ -134,6 +134,10 @@ impl HostGrantedDir for ShimState {
         Ok(self.table.push(s)?)
     }
 
+    async fn digest(&mut self, this: Resource<GrantedDir>, path: String) -> FsResult<Vec<u8>> {
+        Ok(self.table.get(&this)?.digest(&path)?.to_vec())
+    }
+
     async fn create_exclusive(
         &mut self,
         this: Resource<GrantedDir>,

@@ -21,7 +21,7 @@
 // Methods throw only `{tag, val}` fs-errors (jco's lowering of `fs-error`): an
 // Error escaping to the component would trap it.
 
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   chmodSync,
   constants,
@@ -281,6 +281,22 @@ export class GrantedDir {
 
   openRead(path) {
     return new InputStream(new FileSource(this.openFd(path).fd));
+  }
+
+  /** MD5 of the file openRead would open, read whole (granted-dir.digest). */
+  digest(path) {
+    const { fd } = this.openFd(path);
+    try {
+      const hash = createHash('md5');
+      const buf = Buffer.allocUnsafe(1 << 20);
+      for (;;) {
+        const n = readSync(fd, buf, 0, buf.length, null);
+        if (n === 0) return new Uint8Array(hash.digest());
+        hash.update(buf.subarray(0, n));
+      }
+    } finally {
+      closeFd(fd);
+    }
   }
 
   /**
