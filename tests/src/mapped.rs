@@ -16,17 +16,8 @@ pub struct MappedWriter {
     stdout: BufReader<ChildStdout>,
 }
 
-const PROGRAM: &str = r#"
-import mmap, os, sys
-fd = os.open(sys.argv[1], os.O_RDWR)
-m = mmap.mmap(fd, 0)
-print("mapped", flush=True)
-for line in sys.stdin:
-    off, data = line.split()
-    b = bytes.fromhex(data)[: max(0, min(len(m), os.fstat(fd).st_size) - int(off))]
-    m[int(off):int(off) + len(b)] = b
-    print("ok", flush=True)
-"#;
+/// The writer, shared with the Node suite.
+const PROGRAM: &str = include_str!("../mapped_writer.py");
 
 impl MappedWriter {
     /// Maps the file at `path` (which must not be empty) for writing.
@@ -34,9 +25,15 @@ impl MappedWriter {
     /// # Panics
     /// Without `python3`, or when it cannot map the file.
     pub fn open(path: &Path) -> Self {
+        use std::os::unix::ffi::OsStrExt as _;
+        let hex: String = path
+            .as_os_str()
+            .as_bytes()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let mut child = Command::new("python3")
-            .args(["-c", PROGRAM])
-            .arg(path)
+            .args(["-c", PROGRAM, &hex])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()

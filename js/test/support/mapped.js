@@ -3,22 +3,15 @@
 // process of its own, which keeps the file mapped until closed. Linux
 // stamps the file's ctime and mtime only when such a writer first writes
 // a clean page; later writes to that page leave both as they are until
-// writeback cleans it. (The Rust suite's twin: tests/src/mapped.rs.)
+// writeback cleans it. (The Rust suite's twin: tests/src/mapped.rs; the
+// writer itself: tests/mapped_writer.py.)
 
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 
-const PROGRAM = `
-import mmap, os, sys
-fd = os.open(bytes.fromhex(sys.argv[1]), os.O_RDWR)
-m = mmap.mmap(fd, 0)
-print("mapped", flush=True)
-for line in sys.stdin:
-    off, data = line.split()
-    b = bytes.fromhex(data)[: max(0, min(len(m), os.fstat(fd).st_size) - int(off))]
-    m[int(off):int(off) + len(b)] = b
-    print("ok", flush=True)
-`;
+// The writer, shared with the Rust suite.
+const PROGRAM = readFileSync(new URL('../../../tests/mapped_writer.py', import.meta.url), 'utf8');
 
 /**
  * Maps the file at `path` (a latin1 string: one char per byte; it must

@@ -166,12 +166,13 @@ impl<'l> Keeper<'l> {
             return false;
         };
         let grant = *grant;
-        let Some(mine) = self.token(p, p.mode) else {
+        // A file mapping's target lands with the mapping's mode.
+        let file_mode = self.file_modes.get(&grant).copied();
+        let Some(mine) = self.token(p, file_mode.unwrap_or(p.mode)) else {
             return false;
         };
-        if let Some(&mode) = self.file_modes.get(&grant) {
+        if let Some(mode) = file_mode {
             // A file mapping's member is f<k>.
-            let mine = self.token(p, mode).unwrap_or(mine);
             let listed = self.listing.files.get(&grant);
             if listed.is_some_and(|l| self.holds(p, mode, &mine, l)) {
                 self.kept_files.push(grant);
