@@ -189,14 +189,9 @@ fn deliver(
     if !done && !streaming {
         walker.fill(&mut plan.members, usize::MAX).map_err(refuse)?;
     }
-    let digest = |g: usize, path: &str| {
-        sources
-            .get(g)
-            .and_then(|s| sandbox_sync_driver::io::digest(s, path))
-    };
     let mut keeper = Keeper::new(
         &listing,
-        &digest,
+        sources,
         &plan.file_modes,
         plan.walked_at,
         caps.records,

@@ -35,14 +35,12 @@ use sandbox_sync_core::incremental::{self, Token};
 use sandbox_sync_core::plan::{Planned, PlannedKind};
 use sandbox_sync_core::plan_log::PlanLog;
 use sandbox_sync_core::script::{Listed, Listing};
+use sandbox_sync_driver::bindings::sandbox_sync::provider::host_fs::GrantedDir;
 use sandbox_sync_driver::bindings::sandbox_sync::provider::types::OperationResult;
 
 /// Most bytes of tokens sent per call (about 700k files); past it files
 /// land without a record and are sent again next time.
 const MAX_TOKEN_BYTES: usize = 32 << 20;
-
-/// Reads a host file whole and digests it: grant, path beneath it.
-pub type Digest<'l> = &'l dyn Fn(usize, &str) -> Option<[u8; 16]>;
 
 /// What a host file is sent under.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,7 +63,8 @@ impl Mine {
 /// Decides, member by member, what the targets already hold.
 pub struct Keeper<'l> {
     listing: &'l Listing,
-    digest: Digest<'l>,
+    /// The grants, by index: a racy file is digested through its own.
+    sources: &'l [&'l GrantedDir],
     /// File mappings that may keep their target, with the mode it lands with.
     file_modes: &'l BTreeMap<usize, u32>,
     /// The host's clock before the walk read any identity.
@@ -98,14 +97,14 @@ impl<'l> Keeper<'l> {
     /// clock before the walk began, `records` whether the sandbox records.
     pub fn new(
         listing: &'l Listing,
-        digest: Digest<'l>,
+        sources: &'l [&'l GrantedDir],
         file_modes: &'l BTreeMap<usize, u32>,
         walked_at: (i64, u32),
         records: bool,
     ) -> Self {
         Keeper {
             listing,
-            digest,
+            sources,
             file_modes,
             walked_at,
             checksum: sandbox_sync_driver::codec::checksum(),
@@ -155,7 +154,9 @@ impl<'l> Keeper<'l> {
             return *mine == Mine::Identity(listed.token);
         }
         let racy = incremental::inbound_racy(stamp.size, mode, p.mtime);
-        (self.digest)(*grant, path)
+        self.sources
+            .get(*grant)
+            .and_then(|g| sandbox_sync_driver::io::digest(g, path))
             .is_some_and(|md5| incremental::inbound_fact(&racy, &md5) == listed.token)
     }
 

@@ -99,12 +99,7 @@ pub fn run(req: &SyncRequest, sources: &[&GrantedDir]) -> Result<Vec<OperationRe
     // Without a report the sandbox's tools are unknown: the tokens go
     // anyway, and a sandbox that cannot record ignores them.
     let records = caps.as_ref().is_none_or(|c| c.records);
-    let digest = |g: usize, path: &str| {
-        sources
-            .get(g)
-            .and_then(|s| sandbox_sync_driver::io::digest(s, path))
-    };
-    let mut keeper = Keeper::new(&listing, &digest, &plan.file_modes, plan.walked_at, records);
+    let mut keeper = Keeper::new(&listing, sources, &plan.file_modes, plan.walked_at, records);
     let skip = keeper.skips(&plan.members);
     let len = keeper.archive_len(plan.members_len());
     let policy = codec::policy();

@@ -577,9 +577,10 @@ pub fn tree_facts(
     let Some(clock) = probe(grant) else {
         return Ok(facts);
     };
+    let checksum = codec::checksum();
     for (path, e) in files_under(grant, "", tokens, shown)? {
         if let (Some(l), Some(&was)) = (tokens.get(&path), landed.get(&path)) {
-            if let Some(token) = landed_token(grant, &path, l) {
+            if let Some(token) = landed_token(grant, &path, l, checksum) {
                 insert_fact(&mut facts, &e, token, was, clock);
             }
         }
@@ -591,9 +592,10 @@ pub fn tree_facts(
 /// What a landed file's fact names: the sandbox file's identity, or where
 /// that was racy as the sandbox listed it, its content too, digested off
 /// the landed file (what a writer through a mapping does to the sandbox's
-/// file after that shows as another digest). None where it cannot be read.
-fn landed_token(grant: &GrantedDir, path: &str, l: Listed) -> Option<Token> {
-    if !l.racy && !codec::checksum() {
+/// file after that shows as another digest); every file's with
+/// `checksum`. None where it cannot be read.
+fn landed_token(grant: &GrantedDir, path: &str, l: Listed, checksum: bool) -> Option<Token> {
+    if !l.racy && !checksum {
         return Some(l.token);
     }
     let md5 = io::digest(grant, path)?;
@@ -613,7 +615,7 @@ pub fn file_fact(
     let mut facts = Facts::new();
     if let (Some(clock), Ok(e)) = (self::probe(grant), grant.stat_change(base, false)) {
         if e.metadata.kind == EntryKind::File {
-            if let Some(token) = landed_token(grant, base, listed) {
+            if let Some(token) = landed_token(grant, base, listed, codec::checksum()) {
                 insert_fact(&mut facts, &e, token, was, clock);
             }
         }

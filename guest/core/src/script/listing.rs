@@ -6,7 +6,8 @@
 //! name: per listed file the table holds a keyed 64-bit hash of its path,
 //! its token and the listing's line that named it (24 bytes whatever the
 //! path's length: a million files take 24 MB), and the host answers by
-//! line (racy files a sync-out listing digests add 16 bytes each). Inflating is bounded as it goes, so a bomb stops at its bound
+//! line (a racy file a sync-out listing digests adds a content token).
+//! Inflating is bounded as it goes, so a bomb stops at its bound
 //! without ever being held. What the sandbox claims here can only make the
 //! host skip sending a file whose bytes the sandbox already controls
 //! (sync-in), or keep a file a sync of it landed before (sync-out).
@@ -557,30 +558,22 @@ impl Sink for OutboundSink {
             return;
         }
         let line = crate::byte_name::encode_path(bytes);
-        let Some((path, token)) = identified(&line, probe).filter(|(p, _)| p.len() <= PATH_MAX)
+        let Some((path, token, ctime)) =
+            identified(&line, probe).filter(|(p, _, _)| p.len() <= PATH_MAX)
         else {
             return;
         };
         if self.named.len() >= self.max_files {
             self.too_many = true;
         } else {
-            let racy = crate::incremental::racy_at(ctime_of(&line), &probe.ctime);
+            let racy = crate::incremental::racy_at(&ctime, &probe.ctime);
             self.named.insert(path, token, n, racy);
         }
     }
 }
 
-/// A listed line's ctime (its fourth to sixth words; empty if it has none).
-fn ctime_of(line: &str) -> &str {
-    let mut at = line.match_indices(' ').map(|(i, _)| i);
-    match (at.nth(2), at.nth(2)) {
-        (Some(a), Some(b)) => &line[a + 1..b],
-        _ => "",
-    }
-}
-
-/// One listed line's path and token, if its identity counts.
-fn identified<'l>(line: &'l str, probe: &Probe) -> Option<(&'l str, Token)> {
+/// One listed line's path, token and ctime, if its identity counts.
+fn identified<'l>(line: &'l str, probe: &Probe) -> Option<(&'l str, Token, String)> {
     let mut w = line.splitn(7, ' ');
     let (dev, ino, size) = (w.next()?, w.next()?, w.next()?);
     let (date, time, zone) = (w.next()?, w.next()?, w.next()?);
@@ -590,8 +583,10 @@ fn identified<'l>(line: &'l str, probe: &Probe) -> Option<(&'l str, Token)> {
         return None;
     }
     let ctime = format!("{date} {time} {zone}");
-    (dev == probe.device && crate::incremental::ctime_before(&ctime, &probe.ctime))
-        .then(|| (path, crate::incremental::outbound(dev, ino, &ctime)))
+    (dev == probe.device && crate::incremental::ctime_before(&ctime, &probe.ctime)).then(|| {
+        let token = crate::incremental::outbound(dev, ino, &ctime);
+        (path, token, ctime)
+    })
 }
 
 /// Parses an outbound listing held whole (plain lines; see
